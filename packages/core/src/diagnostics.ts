@@ -1,0 +1,118 @@
+/**
+ * `node:diagnostics_channel` events, so that loggers and APMs can follow deadlines without this package
+ * knowing about them. Publishing is free when nobody subscribes: every publish checks `hasSubscribers` first
+ * and builds no message otherwise.
+ */
+import diagnostics from 'node:diagnostics_channel';
+import type { CancelledError, DeadlineExceededError } from './errors.js';
+import type { DeadlineContext, StopReason } from './scope.js';
+
+/** Names of the channels this project publishes on. Subscribe with `diagnostics_channel.subscribe(name, fn)`. */
+export const DiagnosticsChannel = {
+  /** A context was created (a request arrived, `runWithDeadline` was called). Message: {@link ContextStartMessage}. */
+  ContextStart: 'deadline:context:start',
+  /** A context ended (its owner finished). Message: {@link ContextEndMessage}. */
+  ContextEnd: 'deadline:context:end',
+  /** A deadline was found exceeded: a context expired, or a call was refused or cut off. Message: {@link ExceededMessage}. */
+  Exceeded: 'deadline:exceeded',
+  /** A context was cancelled (client gone, explicit cancel, ended with work in flight). Message: {@link CancelledMessage}. */
+  Cancelled: 'deadline:cancelled',
+  /** A budget was written onto an outgoing call. Message: {@link PropagateMessage}. */
+  Propagate: 'deadline:propagate',
+  /** An outgoing call is about to be made. Message: {@link CallStartMessage}. */
+  CallStart: 'deadline:call:start',
+  /** An outgoing call finished, failed or was cut off. Message: {@link CallEndMessage}. */
+  CallEnd: 'deadline:call:end',
+} as const;
+
+/** Message of {@link DiagnosticsChannel.ContextStart}. */
+export interface ContextStartMessage {
+  context: DeadlineContext;
+}
+/** Message of {@link DiagnosticsChannel.ContextEnd}; `reason` is set when the context had stopped first. */
+export interface ContextEndMessage {
+  context: DeadlineContext;
+  reason: StopReason | undefined;
+}
+/** Message of {@link DiagnosticsChannel.Exceeded}. */
+export interface ExceededMessage {
+  context: DeadlineContext | undefined;
+  error: DeadlineExceededError;
+}
+/** Message of {@link DiagnosticsChannel.Cancelled}. */
+export interface CancelledMessage {
+  context: DeadlineContext;
+  error: CancelledError;
+}
+/** Message of {@link DiagnosticsChannel.Propagate}. */
+export interface PropagateMessage {
+  context: DeadlineContext | undefined;
+  target: string;
+  /** The budget written on the wire (remaining − margin), in ms. */
+  timeoutMs: number;
+  headers: Readonly<Record<string, string>>;
+}
+/** Message of {@link DiagnosticsChannel.CallStart}. */
+export interface CallStartMessage {
+  context: DeadlineContext | undefined;
+  target: string;
+  /** Time left on the request before the call, in ms (`Infinity` without a deadline). */
+  remainingMs: number;
+  /** Timeout given to the call, in ms (`undefined` if unbounded). */
+  timeoutMs: number | undefined;
+}
+/** Message of {@link DiagnosticsChannel.CallEnd}. */
+export interface CallEndMessage extends CallStartMessage {
+  elapsedMs: number;
+  outcome: 'ok' | 'deadline_exceeded' | 'cancelled' | 'error';
+  error?: unknown;
+}
+
+const contextStart = diagnostics.channel(DiagnosticsChannel.ContextStart);
+const contextEnd = diagnostics.channel(DiagnosticsChannel.ContextEnd);
+const exceeded = diagnostics.channel(DiagnosticsChannel.Exceeded);
+const cancelled = diagnostics.channel(DiagnosticsChannel.Cancelled);
+const propagate = diagnostics.channel(DiagnosticsChannel.Propagate);
+const callStart = diagnostics.channel(DiagnosticsChannel.CallStart);
+const callEnd = diagnostics.channel(DiagnosticsChannel.CallEnd);
+
+/** @internal */
+export function publishStart(context: DeadlineContext): void {
+  if (contextStart.hasSubscribers) contextStart.publish({ context } satisfies ContextStartMessage);
+}
+/** @internal Lets the scope skip work that only the end message needs. */
+export function hasEndSubscribers(): boolean {
+  return contextEnd.hasSubscribers;
+}
+/** @internal */
+export function publishEnd(context: DeadlineContext, reason: StopReason | undefined): void {
+  if (contextEnd.hasSubscribers) contextEnd.publish({ context, reason } satisfies ContextEndMessage);
+}
+/** @internal */
+export function publishExceeded(context: DeadlineContext | undefined, error: DeadlineExceededError): void {
+  if (exceeded.hasSubscribers) exceeded.publish({ context, error } satisfies ExceededMessage);
+}
+/** @internal */
+export function publishCancelled(context: DeadlineContext, error: CancelledError): void {
+  if (cancelled.hasSubscribers) cancelled.publish({ context, error } satisfies CancelledMessage);
+}
+/** @internal Whether anyone listens for propagation: lets an adapter skip building the message. */
+export function hasPropagateSubscribers(): boolean {
+  return propagate.hasSubscribers;
+}
+/** @internal */
+export function publishPropagate(message: PropagateMessage): void {
+  if (propagate.hasSubscribers) propagate.publish(message);
+}
+/** @internal */
+export function hasCallSubscribers(): boolean {
+  return callStart.hasSubscribers || callEnd.hasSubscribers;
+}
+/** @internal */
+export function publishCallStart(message: CallStartMessage): void {
+  if (callStart.hasSubscribers) callStart.publish(message);
+}
+/** @internal */
+export function publishCallEnd(message: CallEndMessage): void {
+  if (callEnd.hasSubscribers) callEnd.publish(message);
+}

@@ -1,0 +1,22 @@
+/**
+ * `@deadline/core/internal` — helpers for this project's own adapters (`@deadline/fastify`, `@deadline/http`, …).
+ * Not part of the public API: no semver promise. Applications should not import it.
+ * @packageDocumentation
+ */
+
+export { MAX_TIMER_DELAY_MS, monotonicNow, timerDelay } from './clock.js';
+export { describeValue } from './describe-value.js';
+export {
+  hasCallSubscribers,
+  hasPropagateSubscribers,
+  publishCallEnd,
+  publishCallStart,
+  publishCancelled,
+  publishExceeded,
+  publishPropagate,
+} from './diagnostics.js';
+export { markCausedByDeadline } from './guards.js';
+export { Scope } from './scope.js';
+export { storage } from './storage.js';
+export { checkFunction, checkName, checkNumber, checkObject } from './validate.js';
+export { type HeaderSource, readHeader } from './wire/headers.js';

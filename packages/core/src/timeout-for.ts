@@ -1,0 +1,77 @@
+/**
+ * "How long may this call take?" — asked right before every downstream call (and every retry attempt), so
+ * that each one gets what is left *now*, and a call that cannot finish is never made.
+ */
+import { MAX_TIMER_DELAY_MS } from './clock.js';
+import { publishExceeded } from './diagnostics.js';
+import { CancelledError, DeadlineExceededError, InvalidArgumentError } from './errors.js';
+import { storage } from './storage.js';
+
+/** Options of {@link timeoutFor}. */
+export interface TimeoutOptions {
+  /** Kept back for this hop's own work after the call returns (reading the reply, answering). Default 0. */
+  marginMs?: number | undefined;
+  /** Below this, the call is not made: `DeadlineExceededError` with phase `before-call`. Default 1. */
+  minMs?: number | undefined;
+  /** Upper bound (the call's own timeout), ≥ 1; also the result when there is no deadline. */
+  maxMs?: number | undefined;
+}
+
+function check(
+  option: string,
+  value: number | undefined,
+  min: number,
+  fallback: number | undefined,
+): number | undefined {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || Number.isNaN(value) || value < min) {
+    throw new InvalidArgumentError(option, `a number ≥ ${min}`, value);
+  }
+  return value;
+}
+
+/**
+ * The timeout, in whole ms, to give a call to `target` now: `min(maxMs, remaining − marginMs)`, never above
+ * 2^31−1 (so it is safe for `setTimeout`). Throws instead of returning when the call should not be made:
+ * - `DeadlineExceededError` (phase `before-call`, `target` set) when that is below `minMs`;
+ * - `CancelledError` when the context was cancelled (the client left, the request ended).
+ *
+ * Without a deadline it returns `maxMs` (`undefined` if not given): behaviour outside a context is unchanged.
+ *
+ * @example
+ * ```ts
+ * import { timeoutFor } from '@deadline/core';
+ * const ms = timeoutFor('inventory', { marginMs: 20, maxMs: 2_000 }); // throws if < 1 ms would be left
+ * await client.get('/stock', { timeout: ms });
+ * ```
+ */
+export function timeoutFor(target: string, options?: TimeoutOptions): number | undefined {
+  const marginMs = check('marginMs', options?.marginMs, 0, 0) as number;
+  const minMs = check('minMs', options?.minMs, 0, 1) as number;
+  const max = check('maxMs', options?.maxMs, 1, undefined);
+  // Whole milliseconds, never above what setTimeout honours: drivers take it as is.
+  const maxMs = max === undefined ? undefined : Math.floor(Math.min(max, MAX_TIMER_DELAY_MS));
+  const scope = storage.getStore();
+  if (scope === undefined) return maxMs;
+  const stopped = scope.stopReason;
+  if (stopped instanceof CancelledError) {
+    throw new CancelledError(`not calling ${target}: ${stopped.message}`, { reason: stopped.reason, cause: stopped });
+  }
+  const deadline = scope.deadline;
+  if (deadline.isNone) return maxMs;
+  const remaining = deadline.remainingMs();
+  const timeout = Math.floor(remaining - marginMs);
+  if (stopped !== undefined || timeout < minMs || timeout < 1) {
+    const error = new DeadlineExceededError({
+      budgetMs: deadline.budgetMs,
+      elapsedMs: deadline.elapsedMs(),
+      phase: 'before-call',
+      target,
+      message: `not calling ${target}: ${Math.floor(remaining)} ms left, the call needs at least ${minMs + marginMs} ms`,
+    });
+    publishExceeded(scope, error);
+    throw error;
+  }
+  const cap = maxMs ?? MAX_TIMER_DELAY_MS;
+  return Math.min(timeout, cap);
+}

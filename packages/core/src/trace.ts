@@ -1,0 +1,144 @@
+/**
+ * W3C Trace Context (`traceparent`, `tracestate`): enough to keep one trace id across hops so that every hop's
+ * log lines join up. This is not a tracer; with OpenTelemetry installed, its propagator stays in charge.
+ */
+import { randomFillSync } from 'node:crypto';
+
+/**
+ * The trace a context belongs to.
+ *
+ * @example
+ * ```ts
+ * import { currentContext } from '@deadline/core';
+ * const traceId = currentContext()?.trace?.traceId; // 32 lowercase hex digits
+ * ```
+ */
+export interface TraceContext {
+  /** 32 lowercase hex digits, never all zero. */
+  readonly traceId: string;
+  /** This hop's span id (16 hex digits): what the next hop receives as its parent. */
+  readonly spanId: string;
+  /** The caller's span id from the incoming `traceparent`, if there was one. */
+  readonly parentId: string | undefined;
+  /** W3C trace-flags; bit 0 is "sampled". */
+  readonly flags: number;
+  /** The incoming `tracestate`, passed on unchanged (undefined if absent or malformed). */
+  readonly tracestate: string | undefined;
+}
+
+/** The parts of a `traceparent` header. */
+export interface ParsedTraceparent {
+  traceId: string;
+  parentId: string;
+  flags: number;
+}
+
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[^\s]*)?$/;
+const ALL_ZERO_TRACE = '00000000000000000000000000000000';
+const ALL_ZERO_SPAN = '0000000000000000';
+const MAX_TRACESTATE_LENGTH = 512;
+// tracestate list members are printable ASCII; reject anything else rather than forward it.
+const TRACESTATE = /^[\x20-\x7e]*$/;
+/** Flags for a trace this process starts: sampled, so that parent-based samplers downstream keep their default. */
+const NEW_TRACE_FLAGS = 0x01;
+
+/**
+ * Parses a W3C `traceparent` header. Returns `undefined` for anything invalid (wrong length, upper case,
+ * version `ff`, an all-zero id, version 00 with extra fields).
+ *
+ * @example
+ * ```ts
+ * parseTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
+ * // → { traceId: '4bf9…4736', parentId: '00f0…02b7', flags: 1 }
+ * ```
+ */
+export function parseTraceparent(value: unknown): ParsedTraceparent | undefined {
+  if (typeof value !== 'string' || value.length > 512) return undefined;
+  const match = TRACEPARENT.exec(value.trim());
+  if (match === null) return undefined;
+  const [, version, traceId, parentId, flags, rest] = match as unknown as [
+    string,
+    string,
+    string,
+    string,
+    string,
+    string?,
+  ];
+  if (version === 'ff' || (version === '00' && rest !== undefined)) return undefined;
+  if (traceId === ALL_ZERO_TRACE || parentId === ALL_ZERO_SPAN) return undefined;
+  return { traceId, parentId, flags: Number.parseInt(flags, 16) };
+}
+
+/**
+ * The `traceparent` to send downstream: this hop's span as the parent.
+ *
+ * @example
+ * ```ts
+ * headers.traceparent = formatTraceparent(ctx.trace);
+ * ```
+ */
+export function formatTraceparent(trace: TraceContext): string {
+  return `00-${trace.traceId}-${trace.spanId}-${(trace.flags & 0xff).toString(16).padStart(2, '0')}`;
+}
+
+/**
+ * The trace for a request: continues the incoming one when `traceparent` is valid, starts a new one otherwise.
+ * This hop always gets a fresh span id.
+ *
+ * @example
+ * ```ts
+ * const trace = traceFrom(req.headers.traceparent, req.headers.tracestate);
+ * ```
+ */
+export function traceFrom(traceparent?: unknown, tracestate?: unknown): TraceContext {
+  const parsed = parseTraceparent(traceparent);
+  if (parsed === undefined) {
+    return {
+      traceId: newTraceId(),
+      spanId: newSpanId(),
+      parentId: undefined,
+      flags: NEW_TRACE_FLAGS,
+      tracestate: undefined,
+    };
+  }
+  return {
+    traceId: parsed.traceId,
+    spanId: newSpanId(),
+    parentId: parsed.parentId,
+    flags: parsed.flags,
+    tracestate: cleanTracestate(tracestate),
+  };
+}
+
+function cleanTracestate(value: unknown): string | undefined {
+  const joined = Array.isArray(value) ? value.join(',') : value;
+  if (typeof joined !== 'string' || joined.length === 0 || joined.length > MAX_TRACESTATE_LENGTH) return undefined;
+  return TRACESTATE.test(joined) ? joined : undefined;
+}
+
+// Ids come from a pooled buffer of random bytes: one getrandom() call serves ~170 requests.
+const POOL_SIZE = 4096;
+const pool = Buffer.allocUnsafe(POOL_SIZE);
+let poolOffset = POOL_SIZE;
+
+function randomHex(bytes: number): string {
+  if (poolOffset + bytes > POOL_SIZE) {
+    randomFillSync(pool);
+    poolOffset = 0;
+  }
+  const hex = pool.toString('hex', poolOffset, poolOffset + bytes);
+  poolOffset += bytes;
+  return hex;
+}
+
+/** A new random W3C trace id (32 lowercase hex digits, never all zero). @example `const id = newTraceId();` */
+export function newTraceId(): string {
+  const id = randomHex(16);
+  return id === ALL_ZERO_TRACE ? newTraceId() : id;
+}
+
+/** A new random span id (16 lowercase hex digits, never all zero). @example `const id = newSpanId();` */
+export function newSpanId(): string {
+  const id = randomHex(8);
+  return id === ALL_ZERO_SPAN ? newSpanId() : id;
+}

@@ -1,0 +1,49 @@
+/**
+ * Option checks shared by the core and every adapter: each failure names the option and the value received.
+ * Run them where options enter (registration, construction), not per request.
+ */
+import { InvalidArgumentError } from './errors.js';
+
+/** Asserts `value` is a finite number ≥ `min` (and ≤ `max`), or `undefined` when optional. */
+export function checkNumber(
+  option: string,
+  value: unknown,
+  { min = 0, max = Number.MAX_SAFE_INTEGER, optional = true }: { min?: number; max?: number; optional?: boolean } = {},
+): number | undefined {
+  if (value === undefined && optional) return undefined;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `≥ ${min}` : `between ${min} and ${max}`;
+    throw new InvalidArgumentError(option, `a finite number ${range}`, value);
+  }
+  return value;
+}
+
+/** Asserts `value` is a non-empty string without control characters, or `undefined` when optional. */
+export function checkName(option: string, value: unknown, optional = true): string | undefined {
+  if (value === undefined && optional) return undefined;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
+  if (typeof value !== 'string' || value.length === 0 || value.length > 256 || /[\x00-\x1f\x7f]/.test(value)) {
+    throw new InvalidArgumentError(option, 'a non-empty string (≤ 256 characters, no control characters)', value);
+  }
+  return value;
+}
+
+/** Asserts `value` is a function, or `undefined` when optional. */
+export function checkFunction<F extends (...args: never[]) => unknown>(
+  option: string,
+  value: unknown,
+  optional = true,
+): F | undefined {
+  if (value === undefined && optional) return undefined;
+  if (typeof value !== 'function') throw new InvalidArgumentError(option, 'a function', value);
+  return value as F;
+}
+
+/** Asserts `value` is a plain object (not null, not an array), or `undefined` when optional. */
+export function checkObject(option: string, value: unknown, optional = true): Record<string, unknown> | undefined {
+  if (value === undefined && optional) return undefined;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidArgumentError(option, 'an object', value);
+  }
+  return value as Record<string, unknown>;
+}

@@ -1,0 +1,36 @@
+/**
+ * The header dialects this project reads and writes. All values are relative budgets in some unit; the
+ * absolute form is a separate header, read only when the receiver opts in.
+ */
+
+/** Ours: the remaining budget in whole milliseconds, e.g. `X-Request-Deadline: 2500`. */
+export const REQUEST_DEADLINE_HEADER = 'x-request-deadline';
+/** Ours, absolute form (epoch ms). Read only with the parser's `absolute` option; never written. */
+export const REQUEST_DEADLINE_AT_HEADER = 'x-request-deadline-at';
+/** gRPC over HTTP/2: 1–8 digits and a unit (`H M S m u n`), e.g. `grpc-timeout: 2500m`. */
+export const GRPC_TIMEOUT_HEADER = 'grpc-timeout';
+/** Connect protocol: whole milliseconds, at most 10 digits. */
+export const CONNECT_TIMEOUT_HEADER = 'connect-timeout-ms';
+/** Set by Envoy on the request it forwards: the route timeout it will enforce, in ms. Read only. */
+export const ENVOY_EXPECTED_TIMEOUT_HEADER = 'x-envoy-expected-rq-timeout-ms';
+/** Asks an Envoy in front of the next hop to time the request out after this many ms. Written only. */
+export const ENVOY_UPSTREAM_TIMEOUT_HEADER = 'x-envoy-upstream-rq-timeout-ms';
+/** Sent back with a 504 by a hop whose deadline fired, naming that hop. */
+export const DEADLINE_EXCEEDED_BY_HEADER = 'x-deadline-exceeded-by';
+
+/**
+ * A header dialect: `deadline` (ours), `grpc`, `connect`, `envoy`.
+ * Reading `envoy` means `x-envoy-expected-rq-timeout-ms`; writing it means `x-envoy-upstream-rq-timeout-ms`.
+ */
+export type DeadlineDialect = 'deadline' | 'grpc' | 'connect' | 'envoy';
+
+/** Every dialect, in the order headers are reported. */
+export const ALL_DIALECTS: readonly DeadlineDialect[] = Object.freeze(['deadline', 'grpc', 'connect', 'envoy']);
+
+/** A header a budget can be read from. */
+export type BudgetHeader =
+  | typeof REQUEST_DEADLINE_HEADER
+  | typeof REQUEST_DEADLINE_AT_HEADER
+  | typeof GRPC_TIMEOUT_HEADER
+  | typeof CONNECT_TIMEOUT_HEADER
+  | typeof ENVOY_EXPECTED_TIMEOUT_HEADER;

@@ -1,0 +1,42 @@
+/**
+ * The first checks every budget header goes through, whatever its dialect: one value, trimmed of the
+ * optional whitespace HTTP allows around it, of sane length. Returns the value or the reason it was refused.
+ */
+
+/** Longer than any valid budget header in any dialect: refuse before looking further. */
+export const MAX_HEADER_VALUE_LENGTH = 32;
+
+/** Why a header value was refused: a sentence fragment for logs. Parsers return a number or one of these. */
+export interface Refusal {
+  refusal: string;
+}
+
+const SPACE = 0x20;
+const TAB = 0x09;
+
+/** `value` as one trimmed string, or a {@link Refusal}. Accepts what a Node header record or `Headers.get()` holds. */
+export function singleValue(value: unknown): string | Refusal {
+  if (Array.isArray(value)) return value.length === 1 ? singleValue(value[0]) : { refusal: 'more than one value' };
+  if (typeof value === 'number') return singleValue(String(value));
+  if (typeof value !== 'string') return { refusal: 'not a string' };
+  let start = 0;
+  let end = value.length;
+  // Only SP and HTAB: RFC 9110's optional whitespace. Anything else (NBSP, newlines) is a reason to refuse.
+  while (start < end && (value.charCodeAt(start) === SPACE || value.charCodeAt(start) === TAB)) start++;
+  while (end > start && (value.charCodeAt(end - 1) === SPACE || value.charCodeAt(end - 1) === TAB)) end--;
+  if (start === end) return { refusal: 'empty' };
+  if (end - start > MAX_HEADER_VALUE_LENGTH) return { refusal: 'too long' };
+  const trimmed = start === 0 && end === value.length ? value : value.slice(start, end);
+  if (trimmed.includes(',')) return { refusal: 'more than one value' };
+  return trimmed;
+}
+
+/** Whether `text` is 1 to `maxDigits` ASCII digits and nothing else. */
+export function isDigits(text: string, maxDigits: number): boolean {
+  if (text.length === 0 || text.length > maxDigits) return false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x30 || c > 0x39) return false;
+  }
+  return true;
+}

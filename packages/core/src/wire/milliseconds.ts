@@ -1,0 +1,57 @@
+/**
+ * Whole-millisecond budgets: `X-Request-Deadline`, `Connect-Timeout-Ms`, Envoy's timeout headers.
+ */
+import { InvalidArgumentError } from '../errors.js';
+import { isDigits, type Refusal, singleValue } from './header-value.js';
+
+/** Connect's limit, and ours: 10 digits is 115 days, far beyond any sane request budget. */
+export const MAX_MS_DIGITS = 10;
+const MAX_MS_VALUE = 9_999_999_999;
+
+/**
+ * Parses a whole, positive number of milliseconds of at most 10 digits. `0` is refused: several systems read
+ * it as "no timeout", so it is never taken to mean "expired" either.
+ * @internal
+ */
+export function parseMilliseconds(raw: unknown): number | Refusal {
+  const text = singleValue(raw);
+  if (typeof text !== 'string') return text;
+  if (!isDigits(text, MAX_MS_DIGITS)) {
+    return { refusal: isDigits(text, 64) ? 'more than 10 digits' : 'not a whole number of milliseconds' };
+  }
+  const ms = Number(text);
+  return ms > 0 ? ms : { refusal: 'zero is not a budget (several systems read 0 as "no timeout")' };
+}
+
+/**
+ * Parses an `X-Request-Deadline` (or `Connect-Timeout-Ms`) value: a positive whole number of milliseconds,
+ * at most 10 digits, optionally surrounded by spaces. Returns `undefined` for anything else.
+ *
+ * @example
+ * ```ts
+ * parseRequestDeadline('2500'); // 2500
+ * parseRequestDeadline('12ms'); // undefined
+ * ```
+ */
+export function parseRequestDeadline(value: unknown): number | undefined {
+  const ms = parseMilliseconds(value);
+  return typeof ms === 'number' ? ms : undefined;
+}
+
+/**
+ * Formats a budget as whole milliseconds for the wire: rounded down (a hop never grants more than it has),
+ * but at least 1 — `0` means "no timeout" to several systems. Throws `InvalidArgumentError` for a budget that
+ * is not positive and finite: with nothing left, the call must not be made at all.
+ *
+ * @example
+ * ```ts
+ * formatRequestDeadline(2499.7); // '2499'
+ * formatRequestDeadline(0.4);    // '1'
+ * ```
+ */
+export function formatRequestDeadline(ms: number): string {
+  if (typeof ms !== 'number' || !(ms > 0) || ms === Number.POSITIVE_INFINITY) {
+    throw new InvalidArgumentError('ms', 'a positive, finite budget in milliseconds', ms);
+  }
+  return String(ms < 1 ? 1 : ms > MAX_MS_VALUE ? MAX_MS_VALUE : Math.floor(ms));
+}

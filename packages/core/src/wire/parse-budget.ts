@@ -1,0 +1,186 @@
+/**
+ * From request headers to one budget: every dialect the receiver accepts is read, invalid values are set
+ * aside with a reason, and the smallest valid budget wins, clamped to the receiver's maximum.
+ */
+import { MAX_TIMER_DELAY_MS } from '../clock.js';
+import { InvalidArgumentError } from '../errors.js';
+import { checkNumber } from '../validate.js';
+import { parseGrpcTimeoutValue } from './grpc-timeout.js';
+import {
+  ALL_DIALECTS,
+  type BudgetHeader,
+  CONNECT_TIMEOUT_HEADER,
+  type DeadlineDialect,
+  ENVOY_EXPECTED_TIMEOUT_HEADER,
+  GRPC_TIMEOUT_HEADER,
+  REQUEST_DEADLINE_AT_HEADER,
+  REQUEST_DEADLINE_HEADER,
+} from './header-names.js';
+import { isDigits, type Refusal, singleValue } from './header-value.js';
+import { type HeaderSource, readHeader } from './headers.js';
+import { parseMilliseconds } from './milliseconds.js';
+
+/** A header that was present but not used, and why. */
+export interface IgnoredHeader {
+  header: BudgetHeader;
+  /** The raw value, cut to 64 characters. */
+  value: string;
+  reason: string;
+}
+
+/** The budget a request's headers ask for. */
+export interface ParsedBudget {
+  /** The smallest valid budget in ms (may be fractional), clamped to `maxMs`; `undefined` if none was valid. */
+  budgetMs: number | undefined;
+  /** The header the budget came from. */
+  header: BudgetHeader | undefined;
+  /** That header's raw value. */
+  value: string | undefined;
+  /** The budget asked for, when it was more than `maxMs` and got clamped. */
+  requestedMs: number | undefined;
+  /** Headers that were present but refused (invalid, or from a dialect not accepted here). */
+  ignored: readonly IgnoredHeader[];
+}
+
+/** Options of {@link createBudgetParser}. */
+export interface BudgetParserOptions {
+  /** Dialects to accept. Default: all — `deadline`, `grpc`, `connect`, `envoy`. */
+  dialects?: readonly DeadlineDialect[] | undefined;
+  /** Upper clamp for any budget, in ms. Default and ceiling 2^31−1 (what a timer can hold). */
+  maxMs?: number | undefined;
+  /**
+   * Accept `X-Request-Deadline-At` (epoch ms). Off by default: an absolute time is only as good as the two
+   * clocks agree. `skewMs` is taken off the budget so that clock skew up to it cannot make us outlive the caller.
+   */
+  absolute?: { skewMs: number } | false | undefined;
+  /** Wall clock for the absolute form (epoch ms). Default `Date.now`; for tests. */
+  now?: (() => number) | undefined;
+}
+
+/** Reads the budget from request headers. */
+export type BudgetParser = (headers: HeaderSource) => ParsedBudget;
+
+const NO_IGNORED: readonly IgnoredHeader[] = Object.freeze([]);
+const NO_BUDGET: ParsedBudget = Object.freeze({
+  budgetMs: undefined,
+  header: undefined,
+  value: undefined,
+  requestedMs: undefined,
+  ignored: NO_IGNORED,
+});
+
+const MAX_EPOCH_DIGITS = 16;
+
+interface Reader {
+  header: BudgetHeader;
+  parse(raw: unknown): number | Refusal;
+}
+
+const READERS: Readonly<Record<DeadlineDialect, Reader>> = {
+  deadline: { header: REQUEST_DEADLINE_HEADER, parse: parseMilliseconds },
+  grpc: { header: GRPC_TIMEOUT_HEADER, parse: parseGrpcTimeoutValue },
+  connect: { header: CONNECT_TIMEOUT_HEADER, parse: parseMilliseconds },
+  envoy: { header: ENVOY_EXPECTED_TIMEOUT_HEADER, parse: parseMilliseconds },
+};
+
+function absoluteReader(skewMs: number, now: () => number): Reader {
+  return {
+    header: REQUEST_DEADLINE_AT_HEADER,
+    parse(raw) {
+      const text = singleValue(raw);
+      if (typeof text !== 'string') return text;
+      if (!isDigits(text, MAX_EPOCH_DIGITS)) return { refusal: 'not an epoch time in whole milliseconds' };
+      // Already past (or within the skew allowance of it) is a real answer: the caller has nothing left.
+      const left = Number(text) - now() - skewMs;
+      return Math.max(left, 0);
+    },
+  };
+}
+
+function shorten(raw: unknown): string {
+  const text = Array.isArray(raw) ? raw.join(', ') : String(raw);
+  return text.length > 64 ? `${text.slice(0, 64)}…` : text;
+}
+
+function checkDialects(value: unknown): readonly DeadlineDialect[] {
+  if (value === undefined) return ALL_DIALECTS;
+  if (!Array.isArray(value) || value.some((d) => !Object.hasOwn(READERS, d))) {
+    throw new InvalidArgumentError('dialects', `an array of ${ALL_DIALECTS.map((d) => `'${d}'`).join(', ')}`, value);
+  }
+  return Object.freeze([...new Set(value as DeadlineDialect[])]);
+}
+
+/**
+ * Creates a parser that reads the budget from request headers. Options are checked here, once.
+ * Never throws on header content: invalid values are reported in `ignored`, with a reason.
+ *
+ * @example
+ * ```ts
+ * import { createBudgetParser } from '@deadline/core';
+ * const parseBudget = createBudgetParser({ maxMs: 10_000, dialects: ['deadline', 'grpc'] });
+ * const { budgetMs, header, ignored } = parseBudget(req.headers);
+ * ```
+ */
+export function createBudgetParser(options: BudgetParserOptions = {}): BudgetParser {
+  const dialects = checkDialects(options.dialects);
+  const maxMs = checkNumber('maxMs', options.maxMs, { min: 1, max: MAX_TIMER_DELAY_MS }) ?? MAX_TIMER_DELAY_MS;
+  const now = options.now ?? Date.now;
+  const readers: Reader[] = dialects.map((d) => READERS[d]);
+  if (options.absolute !== undefined && options.absolute !== false) {
+    const skewMs = checkNumber('absolute.skewMs', options.absolute?.skewMs, { optional: false, max: 60_000 }) as number;
+    readers.push(absoluteReader(skewMs, now));
+  }
+  // Dialects we understand but this receiver does not accept: reported, so a misconfiguration is visible.
+  const refused = ALL_DIALECTS.filter((d) => !dialects.includes(d)).map((d) => READERS[d].header);
+
+  return function parseBudget(headers: HeaderSource): ParsedBudget {
+    let best: number | undefined;
+    let bestHeader: BudgetHeader | undefined;
+    let bestValue: unknown;
+    let ignored: IgnoredHeader[] | undefined;
+    for (const reader of readers) {
+      const raw = readHeader(headers, reader.header);
+      if (raw === undefined) continue;
+      const ms = reader.parse(raw);
+      if (typeof ms !== 'number') {
+        (ignored ??= []).push({ header: reader.header, value: shorten(raw), reason: ms.refusal });
+      } else if (best === undefined || ms < best) {
+        best = ms;
+        bestHeader = reader.header;
+        bestValue = raw;
+      }
+    }
+    for (const header of refused) {
+      const raw = readHeader(headers, header);
+      if (raw !== undefined)
+        (ignored ??= []).push({ header, value: shorten(raw), reason: 'dialect not accepted here' });
+    }
+    if (best === undefined) {
+      return ignored === undefined ? NO_BUDGET : { ...NO_BUDGET, ignored };
+    }
+    return {
+      budgetMs: best > maxMs ? maxMs : best,
+      header: bestHeader,
+      value: shorten(bestValue),
+      requestedMs: best > maxMs ? best : undefined,
+      ignored: ignored ?? NO_IGNORED,
+    };
+  };
+}
+
+let defaultParser: BudgetParser | undefined;
+
+/**
+ * Reads the budget from request headers with default options (every relative dialect, clamp 2^31−1 ms).
+ * For options, make a parser once with {@link createBudgetParser}.
+ *
+ * @example
+ * ```ts
+ * import { parseBudget } from '@deadline/core';
+ * parseBudget({ 'x-request-deadline': '800', 'grpc-timeout': '500m' }).budgetMs; // 500
+ * ```
+ */
+export function parseBudget(headers: HeaderSource): ParsedBudget {
+  defaultParser ??= createBudgetParser();
+  return defaultParser(headers);
+}

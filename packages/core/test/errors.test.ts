@@ -1,0 +1,127 @@
+import { describe, expect, it } from 'vitest';
+import {
+  CancelledError,
+  DeadlineError,
+  DeadlineExceededError,
+  ErrorCode,
+  InvalidArgumentError,
+  isCancelledError,
+  isDeadlineError,
+  isDeadlineExceededError,
+} from '../src/index.ts';
+import { markCausedByDeadline } from '../src/internal.ts';
+
+describe('errors', () => {
+  it('carry stable codes and their details', () => {
+    const cause = new Error('socket closed');
+    const err = new DeadlineExceededError({
+      budgetMs: 800.4,
+      elapsedMs: 812.6,
+      phase: 'during-call',
+      target: 'GET http://inventory',
+      whose: 'downstream:inventory',
+      cause,
+    });
+    expect(err).toBeInstanceOf(Error);
+    expect(err).toBeInstanceOf(DeadlineError);
+    expect(err.name).toBe('DeadlineExceededError');
+    expect(err.code).toBe(ErrorCode.DeadlineExceeded);
+    expect(err.code).toBe('ERR_DEADLINE_EXCEEDED');
+    expect(err).toMatchObject({ budgetMs: 800, elapsedMs: 813, phase: 'during-call', whose: 'downstream:inventory' });
+    expect(err.cause).toBe(cause);
+    expect(err.message).toBe(
+      'call to GET http://inventory cut off (the deadline of inventory) after 813 ms of a 800 ms budget',
+    );
+    expect(new DeadlineExceededError({ phase: 'in-handler' }).message).toBe('deadline exceeded');
+    expect(new DeadlineExceededError({ phase: 'in-handler' })).not.toHaveProperty('cause');
+  });
+
+  it('keep cancellation apart from deadlines', () => {
+    const err = new CancelledError('client closed the connection', { reason: 'client-disconnected' });
+    expect(err.code).toBe('ERR_CANCELLED');
+    expect(err.reason).toBe('client-disconnected');
+    expect(new CancelledError().reason).toBe('cancelled');
+    expect(err).not.toBeInstanceOf(DeadlineExceededError);
+    expect(isDeadlineExceededError(err)).toBe(false);
+    expect(isCancelledError(err)).toBe(true);
+  });
+
+  it('name the option and the value received', () => {
+    const err = new InvalidArgumentError('maxMs', 'a number ≥ 1', -5);
+    expect(err.code).toBe('ERR_INVALID_ARGUMENT');
+    expect(err.option).toBe('maxMs');
+    expect(err.message).toBe('maxMs must be a number ≥ 1; received -5');
+    expect(new InvalidArgumentError('x', 'y', 'a'.repeat(500)).message.length).toBeLessThan(100);
+  });
+
+  it('answer instanceof across two copies of the package', async () => {
+    const copy = (await import('../src/errors.ts?copy=2')) as typeof import('../src/errors.ts');
+    expect(copy.DeadlineExceededError).not.toBe(DeadlineExceededError);
+    const foreign = new copy.DeadlineExceededError({ phase: 'before-call' });
+    expect(foreign).toBeInstanceOf(DeadlineExceededError);
+    expect(foreign).toBeInstanceOf(DeadlineError);
+    expect(foreign).not.toBeInstanceOf(CancelledError);
+    expect(new CancelledError()).toBeInstanceOf(copy.CancelledError);
+    expect(new CancelledError()).not.toBeInstanceOf(copy.InvalidArgumentError);
+    expect(isDeadlineError(foreign)).toBe(true);
+    expect(isDeadlineExceededError(foreign)).toBe(true);
+    expect(new Error('x')).not.toBeInstanceOf(DeadlineError);
+    expect(null).not.toBeInstanceOf(DeadlineError);
+  });
+
+  it('leave user subclasses with the ordinary instanceof', () => {
+    class MyTimeout extends DeadlineExceededError {}
+    const mine = new MyTimeout({ phase: 'in-handler' });
+    expect(mine).toBeInstanceOf(MyTimeout);
+    expect(mine).toBeInstanceOf(DeadlineExceededError);
+    expect(new DeadlineExceededError({ phase: 'in-handler' })).not.toBeInstanceOf(MyTimeout);
+  });
+});
+
+describe('guards recognise what means the same', () => {
+  const ours = new DeadlineExceededError({ phase: 'during-call' });
+
+  it('an AbortError caused by our reason (fetch, http.request)', () => {
+    const abort = new DOMException('This operation was aborted', 'AbortError');
+    Object.defineProperty(abort, 'cause', { value: ours });
+    expect(isDeadlineExceededError(abort)).toBe(true);
+    const nodeAbort = Object.assign(new Error('The operation was aborted'), { name: 'AbortError', code: 'ABORT_ERR' });
+    expect(isDeadlineExceededError(nodeAbort)).toBe(false);
+    expect(isDeadlineExceededError(new Error('wrapped', { cause: nodeAbort }))).toBe(false);
+    const cancelled = new Error('aborted', { cause: new CancelledError() });
+    expect(isCancelledError(cancelled)).toBe(true);
+    expect(isDeadlineExceededError(cancelled)).toBe(false);
+  });
+
+  it('PostgreSQL 57014 when we caused it or it was a statement timeout', () => {
+    const userCancel = Object.assign(new Error('canceling statement due to user request'), { code: '57014' });
+    expect(isDeadlineExceededError(userCancel)).toBe(false);
+    markCausedByDeadline(userCancel);
+    expect(isDeadlineExceededError(userCancel)).toBe(true);
+    const belt = Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' });
+    expect(isDeadlineExceededError(belt)).toBe(true);
+    expect(isDeadlineExceededError(Object.assign(new Error('x'), { code: '23505' }))).toBe(false);
+  });
+
+  it('MySQL / MariaDB 1317, 1969, 3024', () => {
+    for (const errno of [1317, 1969, 3024]) {
+      expect(isDeadlineExceededError(Object.assign(new Error('interrupted'), { errno }))).toBe(true);
+    }
+    expect(isDeadlineExceededError(Object.assign(new Error('dup'), { errno: 1062 }))).toBe(false);
+  });
+
+  it('never loops on a cyclic cause chain and never throws on odd input', () => {
+    const a: { cause?: unknown } = {};
+    const b = { cause: a };
+    a.cause = b;
+    expect(isDeadlineExceededError(a)).toBe(false);
+    expect(isCancelledError(a)).toBe(false);
+    for (const odd of [undefined, null, 0, 'ERR_DEADLINE_EXCEEDED', Symbol('x'), () => 1]) {
+      expect(isDeadlineExceededError(odd)).toBe(false);
+      expect(isCancelledError(odd)).toBe(false);
+      expect(isDeadlineError(odd)).toBe(false);
+    }
+    markCausedByDeadline(Object.freeze(new Error('frozen'))); // no throw
+    markCausedByDeadline(null);
+  });
+});

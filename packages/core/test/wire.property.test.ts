@@ -1,0 +1,111 @@
+/**
+ * Property tests: whatever arrives in a header, the codec answers with a sane budget or a reason — it never
+ * throws, never yields NaN, a negative number or more than the clamp.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  createBudgetParser,
+  formatBudgetHeaders,
+  formatGrpcTimeout,
+  parseBudget,
+  parseGrpcTimeout,
+  parseRequestDeadline,
+} from '../src/index.ts';
+import { BAD_BUDGET_VALUES } from './fixtures/bad-budget-values.ts';
+
+const RUNS = 100_000;
+
+/** Header values from everywhere: random text, near-misses of each grammar, numbers dressed up, arrays. */
+const headerValue = fc.oneof(
+  fc.string({ unit: 'binary', maxLength: 40 }),
+  fc.string({ unit: 'grapheme', maxLength: 20 }),
+  fc.stringMatching(/^[ \t]?-?\d{0,14}(\.\d{0,3})?(e\d{1,3})?[HMSmun]?[ \t]?$/),
+  fc.stringMatching(/^\d{1,12}(, ?\d{1,12})?$/),
+  fc.double().map(String),
+  fc.integer().map(String),
+  fc.constantFrom(...BAD_BUDGET_VALUES),
+  fc.array(fc.stringMatching(/^\d{1,6}$/), { maxLength: 3 }),
+);
+
+const headerRecord = fc.record(
+  {
+    'x-request-deadline': headerValue,
+    'grpc-timeout': headerValue,
+    'connect-timeout-ms': headerValue,
+    'x-envoy-expected-rq-timeout-ms': headerValue,
+    'x-request-deadline-at': headerValue,
+  },
+  { requiredKeys: [] },
+);
+
+function sane(ms: number | undefined, max: number): boolean {
+  return ms === undefined || (typeof ms === 'number' && !Number.isNaN(ms) && ms >= 0 && ms <= max);
+}
+
+describe('wire codec properties', () => {
+  it(`${RUNS} random header sets: never throws, never NaN, negative or over the clamp`, () => {
+    const maxMs = 30_000;
+    const parse = createBudgetParser({ maxMs, absolute: { skewMs: 10 } });
+    let withBudget = 0;
+    fc.assert(
+      // Plain boolean checks (not expect) in the hot loop: 100k runs stay fast.
+      fc.property(headerRecord, (headers) => {
+        const parsed = parse(headers as Record<string, string>);
+        const plain = parseBudget(headers as Record<string, string>);
+        if (parsed.budgetMs !== undefined) withBudget++;
+        return (
+          sane(parsed.budgetMs, maxMs) &&
+          // Relative dialects never give 0 (only an absolute time already past may).
+          (parsed.budgetMs !== 0 || parsed.header === 'x-request-deadline-at') &&
+          parsed.ignored.every((ignored) => ignored.reason.length > 0) &&
+          sane(plain.budgetMs, 2_147_483_647) &&
+          plain.budgetMs !== 0
+        );
+      }),
+      { numRuns: RUNS },
+    );
+    // The generators must reach the valid grammar too, or the property proves little.
+    expect(withBudget).toBeGreaterThan(RUNS / 10);
+  });
+
+  it(`${RUNS} random single values: the per-dialect parsers give a positive finite number or undefined`, () => {
+    fc.assert(
+      fc.property(headerValue, (value) =>
+        [parseRequestDeadline(value), parseGrpcTimeout(value)].every(
+          (ms) => ms === undefined || (Number.isFinite(ms) && ms > 0),
+        ),
+      ),
+      { numRuns: RUNS },
+    );
+  });
+
+  it('grpc-timeout: format → parse round-trips within one unit, never above the input', () => {
+    const unitMs: Record<string, number> = { u: 0.001, m: 1, S: 1_000, M: 60_000, H: 3_600_000 };
+    fc.assert(
+      fc.property(fc.double({ min: 0.001, max: 1e12, noNaN: true }), (ms) => {
+        const text = formatGrpcTimeout(ms);
+        const parsed = parseGrpcTimeout(text);
+        const unit = unitMs[text.slice(-1)] as number;
+        return parsed !== undefined && parsed <= ms * (1 + 1e-12) && ms - parsed < unit * (1 + 1e-9);
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it('formatted headers always parse back to a budget ≤ the one formatted, never 0', () => {
+    fc.assert(
+      fc.property(fc.double({ min: Number.MIN_VALUE, max: 1e15, noNaN: true }), (ms) => {
+        const headers = formatBudgetHeaders(ms, ['grpc', 'connect']);
+        const parsed = parseBudget(headers).budgetMs;
+        return (
+          Object.values(headers).every((value) => !/^0+[a-zA-Z]?$/.test(value)) &&
+          parsed !== undefined &&
+          parsed > 0 &&
+          parsed <= Math.max(ms, 1)
+        );
+      }),
+      { numRuns: 20_000 },
+    );
+  });
+});
