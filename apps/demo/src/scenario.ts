@@ -3,7 +3,7 @@
  * needs ~1 s. With propagation the downstream learns the budget and stops when the client's time is up;
  * with a fixed per-hop timeout it keeps working for a client that has long gone.
  */
-import { currentSignal, formatBudgetHeaders, runWithDeadline, timeoutFor } from '@deadline/core';
+import { currentSignal, prepareCall, runWithDeadline } from '@deadline/core';
 import { type DownstreamReport, startDownstream } from './downstream.js';
 
 /** One row of the demo's table. */
@@ -23,8 +23,9 @@ const MARGIN_MS = 20;
 
 async function callWithDeadline(url: string): Promise<string> {
   return runWithDeadline(CLIENT_BUDGET_MS, async () => {
-    const timeout = timeoutFor('downstream', { marginMs: MARGIN_MS }) as number;
-    const res = await fetch(url, { headers: formatBudgetHeaders(timeout), signal: currentSignal() ?? null });
+    // The budget left now, minus a margin for this hop; throws instead if nothing useful is left.
+    const { headers } = prepareCall('downstream', { marginMs: MARGIN_MS });
+    const res = await fetch(url, { headers, signal: currentSignal() ?? null });
     return `${res.status}`;
   });
 }

@@ -4,7 +4,7 @@
 // stable. Run: npm run bench -w @deadline/core (after npm run build).
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { performance } from 'node:perf_hooks';
-import { currentSignal, remainingMs, runWithDeadline } from '../dist/index.js';
+import { createContext, currentSignal, remainingMs, runWithDeadline } from '../dist/index.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const PER_ROUND = Number(process.env.BENCH_ITERATIONS ?? 50_000);
@@ -25,6 +25,17 @@ const variants = {
         remainingMs();
         await null;
       });
+    }
+  },
+  // What a server adapter does per request: create, run the handler inside, end when the response is done.
+  'createContext + run + end (server pattern)': async () => {
+    for (let i = 0; i < PER_ROUND; i++) {
+      const ctx = createContext({ deadline: 1_000, root: true });
+      await ctx.run(async () => {
+        remainingMs();
+        await null;
+      });
+      ctx.end();
     }
   },
   'runWithDeadline + remainingMs() + currentSignal()': async () => {

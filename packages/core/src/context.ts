@@ -7,7 +7,7 @@ import { InvalidArgumentError } from './errors.js';
 import { type DeadlineContext, type OwnedContext, Scope } from './scope.js';
 import { storage } from './storage.js';
 import type { TraceContext } from './trace.js';
-import { checkName, checkObject } from './validate.js';
+import { checkHop, checkObject } from './validate.js';
 
 /**
  * What a new context starts with. Everything not given is inherited from the current context.
@@ -17,7 +17,7 @@ export interface ContextInit {
   deadline?: Deadline | number | undefined;
   /** The W3C trace; default: the parent's. */
   trace?: TraceContext | undefined;
-  /** This hop's name (the service); default: the parent's. */
+  /** This hop's name (the service; 1–128 visible ASCII characters, as it is sent in headers); default: the parent's. */
   hop?: string | undefined;
   /** Merged over the parent's baggage. At most 64 entries of strings. */
   baggage?: Readonly<Record<string, string>> | undefined;
@@ -60,6 +60,18 @@ function merge<T>(parent: Readonly<Record<string, T>> | undefined, own: Readonly
   return Object.freeze({ ...parent, ...own });
 }
 
+function mergeBaggage(
+  parent: Readonly<Record<string, string>> | undefined,
+  own: Readonly<Record<string, string>> | undefined,
+) {
+  const merged = merge(parent, own);
+  // The limit holds for what the context carries, not per call: nesting must not grow it without bound.
+  if (merged !== undefined && merged !== parent && Object.keys(merged).length > MAX_BAGGAGE_ENTRIES) {
+    throw new InvalidArgumentError('baggage', `at most ${MAX_BAGGAGE_ENTRIES} entries, with the parent's`, own);
+  }
+  return merged;
+}
+
 /**
  * Creates a context (a child of the current one unless `root` is set) without entering it. The owner runs
  * work in it with `ctx.run(fn)`, may `ctx.cancel(reason)`, and must call `ctx.end()` when the work is done.
@@ -77,7 +89,7 @@ export function createContext(init: ContextInit = {}): OwnedContext {
   if (typeof init !== 'object' || init === null) throw new InvalidArgumentError('init', 'an object', init);
   const parent = init.root === true ? undefined : storage.getStore();
   const own = toDeadline(init.deadline);
-  const hop = checkName('hop', init.hop);
+  const hop = checkHop(init.hop);
   const baggage = checkBaggage(init.baggage);
   const bindings = checkObject('bindings', init.bindings) as Readonly<Record<string, unknown>> | undefined;
   if (init.signal !== undefined && !(init.signal instanceof AbortSignal)) {
@@ -89,14 +101,14 @@ export function createContext(init: ContextInit = {}): OwnedContext {
     {
       trace: init.trace ?? parent?.trace,
       hop: hop ?? parent?.hop,
-      baggage: merge(parent?.baggage, baggage),
+      baggage: mergeBaggage(parent?.baggage, baggage),
       bindings: merge(parent?.bindings, bindings),
     },
     parent?.detached ?? false,
     true,
   );
-  if (init.signal !== undefined) scope._follow(init.signal);
   publishStart(scope);
+  if (init.signal !== undefined) scope._follow(init.signal);
   return scope;
 }
 

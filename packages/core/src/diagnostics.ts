@@ -13,11 +13,15 @@ export const DiagnosticsChannel = {
   ContextStart: 'deadline:context:start',
   /** A context ended (its owner finished). Message: {@link ContextEndMessage}. */
   ContextEnd: 'deadline:context:end',
-  /** A deadline was found exceeded: a context expired, or a call was refused or cut off. Message: {@link ExceededMessage}. */
+  /**
+   * A deadline was found exceeded. `error.phase` says what happened: `in-handler` — a context ran out;
+   * `before-call` — a call was refused for lack of time; `during-call` — a call was cut off (by an adapter).
+   * Message: {@link ExceededMessage}.
+   */
   Exceeded: 'deadline:exceeded',
-  /** A context was cancelled (client gone, explicit cancel, ended with work in flight). Message: {@link CancelledMessage}. */
+  /** A context was cancelled (client gone, explicit cancel, by its parent); not published for a normal end. Message: {@link CancelledMessage}. */
   Cancelled: 'deadline:cancelled',
-  /** A budget was written onto an outgoing call. Message: {@link PropagateMessage}. */
+  /** A budget was written onto an outgoing call's headers. Message: {@link PropagateMessage}. */
   Propagate: 'deadline:propagate',
   /** An outgoing call is about to be made. Message: {@link CallStartMessage}. */
   CallStart: 'deadline:call:start',
@@ -48,7 +52,7 @@ export interface CancelledMessage {
 export interface PropagateMessage {
   context: DeadlineContext | undefined;
   target: string;
-  /** The budget written on the wire (remaining − margin), in ms. */
+  /** The budget written on the wire, in whole ms: the call's timeout (remaining − margin). */
   timeoutMs: number;
   headers: Readonly<Record<string, string>>;
 }
@@ -79,10 +83,6 @@ const callEnd = diagnostics.channel(DiagnosticsChannel.CallEnd);
 /** @internal */
 export function publishStart(context: DeadlineContext): void {
   if (contextStart.hasSubscribers) contextStart.publish({ context } satisfies ContextStartMessage);
-}
-/** @internal Lets the scope skip work that only the end message needs. */
-export function hasEndSubscribers(): boolean {
-  return contextEnd.hasSubscribers;
 }
 /** @internal */
 export function publishEnd(context: DeadlineContext, reason: StopReason | undefined): void {

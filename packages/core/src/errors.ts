@@ -44,7 +44,7 @@ function isInstance(cls: object, value: unknown): boolean {
  * }
  * ```
  */
-export class DeadlineError extends Error {
+export abstract class DeadlineError extends Error {
   /** Stable, machine-readable code. */
   declare readonly code: ErrorCode;
   static readonly [kBrandedClass]: ErrorCode | undefined = undefined;
@@ -52,6 +52,8 @@ export class DeadlineError extends Error {
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
     // Only pass `cause` when there is one: `{ cause: undefined }` would still install an own `cause`.
     super(message, options?.cause === undefined ? undefined : options);
+    // The brand decides `instanceof`, so the base must not mint errors of its own with any code.
+    if (new.target === DeadlineError) throw new TypeError('DeadlineError is abstract: use one of its subclasses');
     Object.defineProperty(this, 'code', { value: code, enumerable: true });
     Object.defineProperty(this, kBrand, { value: code });
   }
@@ -200,8 +202,9 @@ Object.defineProperty(CancelledError.prototype, 'name', {
 });
 
 /**
- * An option or argument was invalid. Thrown eagerly — at registration or construction — with the
- * option's name and the value received, never later on the request path.
+ * An option or argument was invalid: a programming or configuration error, named with the option and the
+ * value received. Adapters check their options at registration; core functions check their arguments when
+ * called. Request data never causes it — a bad header is refused with a reason, not thrown.
  *
  * @example
  * ```ts

@@ -44,6 +44,7 @@ export {
   isDeadlineError,
 } from './errors.js';
 export { isCancelledError, isDeadlineExceededError } from './guards.js';
+export { type PrepareCallOptions, type PreparedCall, prepareCall } from './prepare-call.js';
 export type { DeadlineContext, OwnedContext, StopListener, StopReason } from './scope.js';
 export { type TimeoutOptions, timeoutFor } from './timeout-for.js';
 export {

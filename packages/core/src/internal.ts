@@ -15,8 +15,8 @@ export {
   publishExceeded,
   publishPropagate,
 } from './diagnostics.js';
-export { markCausedByDeadline } from './guards.js';
+export { markCausedBy } from './guards.js';
 export { Scope } from './scope.js';
 export { storage } from './storage.js';
-export { checkFunction, checkName, checkNumber, checkObject } from './validate.js';
+export { checkFunction, checkHop, checkName, checkNumber, checkObject } from './validate.js';
 export { type HeaderSource, readHeader } from './wire/headers.js';

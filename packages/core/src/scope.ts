@@ -2,8 +2,8 @@
  * One node in the tree of contexts: a deadline, request metadata, and — only once somebody asks — a timer,
  * an AbortSignal and the links that carry a parent's cancellation down to it.
  *
- * Why so lazy: on Node 20 an AbortSignal costs ~2 µs to create and ~2–5 µs to abort, an `addEventListener`
- * ~1–3 µs, while `als.run` costs ~20 ns. A request that never asks for a signal must not pay for one, so
+ * Why so lazy: on Node 20 an AbortSignal costs microseconds to create and again to abort, as does an
+ * `addEventListener`, while `als.run` costs tens of nanoseconds (bench/primitives.mjs measures them). A request that never asks for a signal must not pay for one, so
  * expiry is computed from the clock when asked, and the timer, the controller and the parent link appear only
  * when a listener (a signal, an adapter's `onStop`, a child's link) needs to be told.
  *
@@ -11,10 +11,9 @@
  * storage.ts). They form the protocol named by the storage key's version.
  */
 
-import { getEventListeners } from 'node:events';
 import { timerDelay } from './clock.js';
 import type { Deadline } from './deadline.js';
-import { hasEndSubscribers, publishCancelled, publishEnd, publishExceeded } from './diagnostics.js';
+import { publishCancelled, publishEnd, publishExceeded } from './diagnostics.js';
 import { CancelledError, DeadlineError, DeadlineExceededError, withoutStack } from './errors.js';
 import { storage } from './storage.js';
 import type { TraceContext } from './trace.js';
@@ -200,12 +199,7 @@ export class Scope implements OwnedContext {
   }
 
   get signal(): AbortSignal | undefined {
-    const existing = this._controller;
-    if (existing !== undefined) {
-      // end() leaves a signal nobody listens to unaborted (see there); whoever asks afterwards gets it aborted.
-      if (!existing.signal.aborted && this._state !== ACTIVE) existing.abort(this._reasonWhenStopped());
-      return existing.signal;
-    }
+    if (this._controller !== undefined) return this._controller.signal;
     if (!this._stoppable) return undefined;
     const controller = new AbortController();
     this._controller = controller;
@@ -232,24 +226,19 @@ export class Scope implements OwnedContext {
   end(): void {
     if (this._ended) return;
     this._ended = true;
-    if (this._state !== ACTIVE) {
-      publishEnd(this, this._reasonWhenStopped());
-      return;
-    }
-    if (this._listeners === undefined && this._external === undefined && !this._signalHasListeners()) {
-      // Nobody is listening: stop without building an error or dispatching an abort event (~5 µs on Node 20,
-      // more than everything else a request pays the core). The reason is made on demand, and the signal
-      // getter aborts a signal handed out earlier the next time it is asked for.
-      const expired = hasEndSubscribers() && this.deadline.isExpired();
-      this._state = STOPPED;
-      this._disarm();
-      if (expired) this._reason = this._expiredReason();
-      publishEnd(this, this._reason);
-      return;
-    }
-    // Work is in flight: it learns the real reason — the deadline, if it passed unnoticed, else "ended".
+    // One clock read: an expiry nobody noticed (no timer was needed) is still reported as an expiry.
     const before = this.stopReason;
-    if (before === undefined) this._stop(endedReason());
+    if (before === undefined) {
+      if (this._controller === undefined && this._listeners === undefined) {
+        // Nothing to tell: stop without building an error (the reason is made on demand).
+        this._state = STOPPED;
+        this._disarm();
+        this._unfollow();
+      } else {
+        // A signal was handed out or work is subscribed: abort it, so nothing started here outlives the context.
+        this._stop(endedReason());
+      }
+    }
     publishEnd(this, before);
   }
 
@@ -338,12 +327,10 @@ export class Scope implements OwnedContext {
     this._state = STOPPED;
     this._reason = reason;
     this._disarm();
-    if (this._external !== undefined) {
-      this._external.removeEventListener('abort', this);
-      this._external = undefined;
-    }
+    this._unfollow();
     if (reason instanceof DeadlineExceededError) publishExceeded(this, reason);
-    else publishCancelled(this, reason);
+    // Ending is not cancelling: a normal end is published once, as deadline:context:end.
+    else if (reason.reason !== 'context-ended') publishCancelled(this, reason);
     this._controller?.abort(reason);
     const listeners = this._listeners;
     this._listeners = undefined;
@@ -355,12 +342,6 @@ export class Scope implements OwnedContext {
     return (this._reason ??= endedReason());
   }
 
-  /** @internal Whether the signal, if one was handed out, still has abort listeners (work in flight). */
-  _signalHasListeners(): boolean {
-    const controller = this._controller;
-    return controller !== undefined && getEventListeners(controller.signal, 'abort').length > 0;
-  }
-
   /** @internal Follows an external AbortSignal (e.g. the host's request signal) without a closure. */
   _follow(signal: AbortSignal): void {
     if (signal.aborted) {
@@ -369,6 +350,14 @@ export class Scope implements OwnedContext {
     }
     this._external = signal;
     signal.addEventListener('abort', this, { once: true });
+  }
+
+  /** @internal */
+  _unfollow(): void {
+    if (this._external !== undefined) {
+      this._external.removeEventListener('abort', this);
+      this._external = undefined;
+    }
   }
 
   /** @internal EventListener protocol, used by {@link Scope._follow}. */

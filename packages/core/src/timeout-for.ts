@@ -13,7 +13,7 @@ export interface TimeoutOptions {
   marginMs?: number | undefined;
   /** Below this, the call is not made: `DeadlineExceededError` with phase `before-call`. Default 1. */
   minMs?: number | undefined;
-  /** Upper bound (the call's own timeout), ≥ 1; also the result when there is no deadline. */
+  /** Upper bound (the call's own timeout), ≥ max(1, minMs); also the result when there is no deadline. */
   maxMs?: number | undefined;
 }
 
@@ -48,7 +48,7 @@ function check(
 export function timeoutFor(target: string, options?: TimeoutOptions): number | undefined {
   const marginMs = check('marginMs', options?.marginMs, 0, 0) as number;
   const minMs = check('minMs', options?.minMs, 0, 1) as number;
-  const max = check('maxMs', options?.maxMs, 1, undefined);
+  const max = check('maxMs', options?.maxMs, Math.max(1, minMs), undefined);
   // Whole milliseconds, never above what setTimeout honours: drivers take it as is.
   const maxMs = max === undefined ? undefined : Math.floor(Math.min(max, MAX_TIMER_DELAY_MS));
   const scope = storage.getStore();
@@ -67,7 +67,7 @@ export function timeoutFor(target: string, options?: TimeoutOptions): number | u
       elapsedMs: deadline.elapsedMs(),
       phase: 'before-call',
       target,
-      message: `not calling ${target}: ${Math.floor(remaining)} ms left, the call needs at least ${minMs + marginMs} ms`,
+      message: `not calling ${target}: ${Math.floor(remaining)} ms left, the call needs at least ${Math.max(minMs, 1) + marginMs} ms`,
     });
     publishExceeded(scope, error);
     throw error;

@@ -28,6 +28,18 @@ export function checkName(option: string, value: unknown, optional = true): stri
   return value;
 }
 
+/**
+ * Asserts `value` is a hop (service) name: 1–128 visible ASCII characters. It travels in response headers
+ * (`X-Deadline-Exceeded-By`), where Node refuses anything else.
+ */
+export function checkHop(value: unknown, option = 'hop'): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || !/^[\x21-\x7e]{1,128}$/.test(value)) {
+    throw new InvalidArgumentError(option, '1 to 128 visible ASCII characters (it is sent in headers)', value);
+  }
+  return value;
+}
+
 /** Asserts `value` is a function, or `undefined` when optional. */
 export function checkFunction<F extends (...args: never[]) => unknown>(
   option: string,

@@ -56,6 +56,28 @@ describe('diagnostics channels', () => {
     expect(ends).toHaveLength(1);
   });
 
+  it('do not call a normal end a cancellation, even with a signal handed out', async () => {
+    const cancelled = record<CancelledMessage>(DiagnosticsChannel.Cancelled);
+    const ends = record<ContextEndMessage>(DiagnosticsChannel.ContextEnd);
+    await runWithDeadline(1_000, async () => {
+      currentSignal()?.addEventListener('abort', () => {});
+    });
+    expect(cancelled).toEqual([]);
+    expect(ends).toHaveLength(1);
+    expect(ends[0]?.reason).toBeUndefined();
+  });
+
+  it('publish start before a cancellation that comes with an already-aborted signal', () => {
+    const order: string[] = [];
+    const a = () => order.push('start');
+    const b = () => order.push('cancelled');
+    diagnostics.subscribe(DiagnosticsChannel.ContextStart, a);
+    diagnostics.subscribe(DiagnosticsChannel.Cancelled, b);
+    subscriptions.push([DiagnosticsChannel.ContextStart, a], [DiagnosticsChannel.Cancelled, b]);
+    createContext({ signal: AbortSignal.abort('gone') }).end();
+    expect(order).toEqual(['start', 'cancelled']);
+  });
+
   it('reports an expiry nobody noticed when the context ends', async () => {
     const ends = record<ContextEndMessage>(DiagnosticsChannel.ContextEnd);
     await runWithDeadline(5, () => new Promise((resolve) => setTimeout(resolve, 30)));

@@ -9,7 +9,7 @@ import {
   isDeadlineError,
   isDeadlineExceededError,
 } from '../src/index.ts';
-import { markCausedByDeadline } from '../src/internal.ts';
+import { markCausedBy } from '../src/internal.ts';
 
 describe('errors', () => {
   it('carry stable codes and their details', () => {
@@ -69,6 +69,11 @@ describe('errors', () => {
     expect(null).not.toBeInstanceOf(DeadlineError);
   });
 
+  it('cannot be minted from the abstract base', () => {
+    const Base = DeadlineError as unknown as new (code: string, message: string) => Error;
+    expect(() => new Base('ERR_CANCELLED', 'forged')).toThrow(/abstract/);
+  });
+
   it('leave user subclasses with the ordinary instanceof', () => {
     class MyTimeout extends DeadlineExceededError {}
     const mine = new MyTimeout({ phase: 'in-handler' });
@@ -96,17 +101,27 @@ describe('guards recognise what means the same', () => {
   it('PostgreSQL 57014 when we caused it or it was a statement timeout', () => {
     const userCancel = Object.assign(new Error('canceling statement due to user request'), { code: '57014' });
     expect(isDeadlineExceededError(userCancel)).toBe(false);
-    markCausedByDeadline(userCancel);
+    markCausedBy(userCancel, ours);
     expect(isDeadlineExceededError(userCancel)).toBe(true);
+    expect(isCancelledError(userCancel)).toBe(false);
+    // The same driver error when the client left: a cancellation, not a deadline.
+    const clientGone = Object.assign(new Error('canceling statement due to user request'), { code: '57014' });
+    markCausedBy(clientGone, new CancelledError('client gone', { reason: 'client-disconnected' }));
+    expect(isCancelledError(clientGone)).toBe(true);
+    expect(isDeadlineExceededError(clientGone)).toBe(false);
     const belt = Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' });
     expect(isDeadlineExceededError(belt)).toBe(true);
     expect(isDeadlineExceededError(Object.assign(new Error('x'), { code: '23505' }))).toBe(false);
   });
 
-  it('MySQL / MariaDB 1317, 1969, 3024', () => {
-    for (const errno of [1317, 1969, 3024]) {
-      expect(isDeadlineExceededError(Object.assign(new Error('interrupted'), { errno }))).toBe(true);
+  it('MySQL / MariaDB statement timeouts (1969, 3024), and 1317 when our KILL QUERY caused it', () => {
+    for (const errno of [1969, 3024]) {
+      expect(isDeadlineExceededError(Object.assign(new Error('timeout'), { errno }))).toBe(true);
     }
+    const killed = Object.assign(new Error('Query execution was interrupted'), { errno: 1317 });
+    expect(isDeadlineExceededError(killed)).toBe(false); // an operator's KILL QUERY
+    markCausedBy(killed, ours);
+    expect(isDeadlineExceededError(killed)).toBe(true);
     expect(isDeadlineExceededError(Object.assign(new Error('dup'), { errno: 1062 }))).toBe(false);
   });
 
@@ -121,7 +136,7 @@ describe('guards recognise what means the same', () => {
       expect(isCancelledError(odd)).toBe(false);
       expect(isDeadlineError(odd)).toBe(false);
     }
-    markCausedByDeadline(Object.freeze(new Error('frozen'))); // no throw
-    markCausedByDeadline(null);
+    markCausedBy(Object.freeze(new Error('frozen')), ours); // no throw
+    markCausedBy(null, ours);
   });
 });

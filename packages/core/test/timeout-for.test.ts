@@ -72,7 +72,7 @@ describe('timeoutFor', () => {
   it('never returns 0 or less, whatever the options', () => {
     runWithDeadline(10, () => {
       vi.advanceTimersByTime(9.5);
-      expect(() => timeoutFor('x', { minMs: 0 })).toThrow(DeadlineExceededError);
+      expect(() => timeoutFor('x', { minMs: 0 })).toThrow('not calling x: 0 ms left, the call needs at least 1 ms');
       vi.advanceTimersByTime(1);
       expect(() => timeoutFor('x', { minMs: 0 })).toThrow(DeadlineExceededError);
     });
@@ -96,6 +96,7 @@ describe('timeoutFor', () => {
     expect(() => timeoutFor('db', { marginMs: -1 })).toThrow(InvalidArgumentError);
     expect(() => timeoutFor('db', { minMs: Number.NaN })).toThrow(/minMs must be a number ≥ 0/);
     expect(() => timeoutFor('db', { maxMs: 0 })).toThrow(/maxMs must be a number ≥ 1; received 0/);
+    expect(() => timeoutFor('db', { minMs: 50, maxMs: 20 })).toThrow(/maxMs must be a number ≥ 50; received 20/);
   });
 
   it('clamps to what a timer can hold', () => {

@@ -26,6 +26,8 @@ const headerValue = fc.oneof(
   fc.integer().map(String),
   fc.constantFrom(...BAD_BUDGET_VALUES),
   fc.array(fc.stringMatching(/^\d{1,6}$/), { maxLength: 3 }),
+  // Whatever else a host or a user's header record might hold.
+  fc.anything({ withNullPrototype: true, withBigInt: true, maxDepth: 2 }),
 );
 
 const headerRecord = fc.record(

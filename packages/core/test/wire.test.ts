@@ -112,6 +112,24 @@ describe('parseBudget', () => {
       reason: 'more than 10 digits',
     });
     expect(parseBudget({ 'x-request-deadline': ['1', '2'] }).ignored[0]?.reason).toBe('more than one value');
+    expect(parseBudget({ 'x-request-deadline': [] }).ignored[0]?.reason).toBe('empty');
+  });
+
+  it('never throws on whatever a host may put in a header record', () => {
+    const odd: unknown[] = [
+      Object.create(null),
+      [Object.create(null)],
+      Symbol('s'),
+      () => 1,
+      10n,
+      null,
+      { toString: 1 },
+    ];
+    for (const value of odd) {
+      const parsed = parseBudget({ 'x-request-deadline': value, 'grpc-timeout': value } as never);
+      expect(parsed.budgetMs).toBeUndefined();
+      expect(parsed.ignored).toHaveLength(2);
+    }
   });
 
   it('reads WHATWG Headers and Maps', () => {
@@ -142,7 +160,12 @@ describe('createBudgetParser', () => {
   it('reads the absolute form only when opted in, minus the skew allowance', () => {
     const wallClock = 1_700_000_000_000;
     const headers = { 'x-request-deadline-at': String(wallClock + 1_000) };
-    expect(parseBudget(headers).budgetMs).toBeUndefined();
+    expect(parseBudget(headers)).toMatchObject({
+      budgetMs: undefined,
+      ignored: [
+        { header: 'x-request-deadline-at', reason: 'absolute form not accepted here (see the absolute option)' },
+      ],
+    });
     const parse = createBudgetParser({ absolute: { skewMs: 50 }, now: () => wallClock });
     expect(parse(headers)).toMatchObject({ budgetMs: 950, header: 'x-request-deadline-at' });
     // Already past: a real answer, the caller has nothing left.

@@ -3,6 +3,8 @@
  * optional whitespace HTTP allows around it, of sane length. Returns the value or the reason it was refused.
  */
 
+import { describeValue } from '../describe-value.js';
+
 /** Longer than any valid budget header in any dialect: refuse before looking further. */
 export const MAX_HEADER_VALUE_LENGTH = 32;
 
@@ -16,7 +18,10 @@ const TAB = 0x09;
 
 /** `value` as one trimmed string, or a {@link Refusal}. Accepts what a Node header record or `Headers.get()` holds. */
 export function singleValue(value: unknown): string | Refusal {
-  if (Array.isArray(value)) return value.length === 1 ? singleValue(value[0]) : { refusal: 'more than one value' };
+  if (Array.isArray(value)) {
+    if (value.length === 1) return singleValue(value[0]);
+    return { refusal: value.length === 0 ? 'empty' : 'more than one value' };
+  }
   if (typeof value === 'number') return singleValue(String(value));
   if (typeof value !== 'string') return { refusal: 'not a string' };
   let start = 0;
@@ -29,6 +34,19 @@ export function singleValue(value: unknown): string | Refusal {
   const trimmed = start === 0 && end === value.length ? value : value.slice(start, end);
   if (trimmed.includes(',')) return { refusal: 'more than one value' };
   return trimmed;
+}
+
+/**
+ * A header value as text for logs, cut to 64 characters. Never throws, whatever the host put there (a
+ * null-prototype object has no `toString`).
+ */
+export function printable(value: unknown): string {
+  let text: string;
+  if (typeof value === 'string') text = value;
+  else if (Array.isArray(value))
+    text = value.map((item) => (typeof item === 'string' ? item : describeValue(item))).join(', ');
+  else text = describeValue(value);
+  return text.length > 64 ? `${text.slice(0, 64)}…` : text;
 }
 
 /** Whether `text` is 1 to `maxDigits` ASCII digits and nothing else. */

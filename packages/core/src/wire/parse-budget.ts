@@ -16,7 +16,7 @@ import {
   REQUEST_DEADLINE_AT_HEADER,
   REQUEST_DEADLINE_HEADER,
 } from './header-names.js';
-import { isDigits, type Refusal, singleValue } from './header-value.js';
+import { isDigits, printable, type Refusal, singleValue } from './header-value.js';
 import { type HeaderSource, readHeader } from './headers.js';
 import { parseMilliseconds } from './milliseconds.js';
 
@@ -97,11 +97,6 @@ function absoluteReader(skewMs: number, now: () => number): Reader {
   };
 }
 
-function shorten(raw: unknown): string {
-  const text = Array.isArray(raw) ? raw.join(', ') : String(raw);
-  return text.length > 64 ? `${text.slice(0, 64)}…` : text;
-}
-
 function checkDialects(value: unknown): readonly DeadlineDialect[] {
   if (value === undefined) return ALL_DIALECTS;
   if (!Array.isArray(value) || value.some((d) => !Object.hasOwn(READERS, d))) {
@@ -130,8 +125,14 @@ export function createBudgetParser(options: BudgetParserOptions = {}): BudgetPar
     const skewMs = checkNumber('absolute.skewMs', options.absolute?.skewMs, { optional: false, max: 60_000 }) as number;
     readers.push(absoluteReader(skewMs, now));
   }
-  // Dialects we understand but this receiver does not accept: reported, so a misconfiguration is visible.
-  const refused = ALL_DIALECTS.filter((d) => !dialects.includes(d)).map((d) => READERS[d].header);
+  // Headers we understand but this receiver does not accept: reported, so a misconfiguration is visible.
+  const refused: [BudgetHeader, string][] = ALL_DIALECTS.filter((d) => !dialects.includes(d)).map((d) => [
+    READERS[d].header,
+    'dialect not accepted here',
+  ]);
+  if (readers.length === dialects.length) {
+    refused.push([REQUEST_DEADLINE_AT_HEADER, 'absolute form not accepted here (see the absolute option)']);
+  }
 
   return function parseBudget(headers: HeaderSource): ParsedBudget {
     let best: number | undefined;
@@ -143,25 +144,25 @@ export function createBudgetParser(options: BudgetParserOptions = {}): BudgetPar
       if (raw === undefined) continue;
       const ms = reader.parse(raw);
       if (typeof ms !== 'number') {
-        (ignored ??= []).push({ header: reader.header, value: shorten(raw), reason: ms.refusal });
+        (ignored ??= []).push({ header: reader.header, value: printable(raw), reason: ms.refusal });
       } else if (best === undefined || ms < best) {
         best = ms;
         bestHeader = reader.header;
         bestValue = raw;
       }
     }
-    for (const header of refused) {
+    for (const [header, reason] of refused) {
       const raw = readHeader(headers, header);
-      if (raw !== undefined)
-        (ignored ??= []).push({ header, value: shorten(raw), reason: 'dialect not accepted here' });
+      if (raw !== undefined) (ignored ??= []).push({ header, value: printable(raw), reason });
     }
+
     if (best === undefined) {
       return ignored === undefined ? NO_BUDGET : { ...NO_BUDGET, ignored };
     }
     return {
       budgetMs: best > maxMs ? maxMs : best,
       header: bestHeader,
-      value: shorten(bestValue),
+      value: printable(bestValue),
       requestedMs: best > maxMs ? best : undefined,
       ignored: ignored ?? NO_IGNORED,
     };

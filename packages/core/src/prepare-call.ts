@@ -1,0 +1,56 @@
+/**
+ * Everything an outgoing call needs from the current context, computed once right before it is sent (and
+ * again for every retry attempt, so no attempt reuses a stale budget): its timeout, and the headers that carry
+ * the remaining budget and the trace to the next hop. Shared by every transport adapter.
+ */
+import { publishPropagate } from './diagnostics.js';
+import { storage } from './storage.js';
+import { type TimeoutOptions, timeoutFor } from './timeout-for.js';
+import { formatTraceparent } from './trace.js';
+import { formatBudgetHeaders } from './wire/format-budget.js';
+import type { DeadlineDialect } from './wire/header-names.js';
+
+/** Options of {@link prepareCall}. */
+export interface PrepareCallOptions extends TimeoutOptions {
+  /** Dialects to write besides `X-Request-Deadline` (e.g. `['grpc']` for a gRPC-aware proxy). */
+  dialects?: readonly DeadlineDialect[] | undefined;
+}
+
+/** What {@link prepareCall} hands the transport. */
+export interface PreparedCall {
+  /** The timeout for this call in whole ms (`undefined`: unbounded, no deadline and no `maxMs`). */
+  timeoutMs: number | undefined;
+  /**
+   * Headers to set (replacing any of the same name): the budget, when there is a deadline, and
+   * `traceparent` / `tracestate`, when the context has a trace. Empty outside a context.
+   */
+  headers: Record<string, string>;
+}
+
+/**
+ * Prepares one outgoing call: `timeoutFor(target, options)` — so it throws `DeadlineExceededError`
+ * (`before-call`) or `CancelledError` when the call must not be made — plus the headers to send. The budget
+ * written on the wire is the call's timeout (remaining − margin), so the next hop never plans on time this hop
+ * needs for itself. Publishes the `deadline:propagate` diagnostics event when a budget is written.
+ *
+ * @example
+ * ```ts
+ * import { prepareCall } from '@deadline/core';
+ * const { timeoutMs, headers } = prepareCall('GET http://inventory', { marginMs: 20 });
+ * const req = http.request(url, { headers: { ...userHeaders, ...headers }, timeout: timeoutMs });
+ * ```
+ */
+export function prepareCall(target: string, options?: PrepareCallOptions): PreparedCall {
+  const timeoutMs = timeoutFor(target, options);
+  const scope = storage.getStore();
+  if (scope === undefined) return { timeoutMs, headers: {} };
+  const propagates = !scope.deadline.isNone;
+  const headers = propagates ? formatBudgetHeaders(timeoutMs as number, options?.dialects) : {};
+  const trace = scope.trace;
+  if (trace !== undefined) {
+    headers.traceparent = formatTraceparent(trace);
+    if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate;
+  }
+  if (propagates) publishPropagate({ context: scope, target, timeoutMs: timeoutMs as number, headers });
+  return { timeoutMs, headers };
+}
