@@ -13,8 +13,14 @@ export function monotonicNow(): number {
 }
 
 /**
- * The largest delay `setTimeout` honours. Node fires a timer with a longer delay at once (after a warning),
- * so every timer this package arms is clamped to it and re-armed if the deadline is still further away.
+ * The largest delay `setTimeout` honours (2^31−1 ms, about 24.8 days). Node fires a timer with a longer delay
+ * at once (after a warning), so every timer this package arms is clamped to it and re-armed if the deadline is
+ * still further away; `timeoutFor()` never returns more.
+ *
+ * @example
+ * ```ts
+ * setTimeout(onTimeout, Math.min(ms, MAX_TIMER_DELAY_MS));
+ * ```
  */
 export const MAX_TIMER_DELAY_MS = 2_147_483_647;
 

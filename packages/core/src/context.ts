@@ -11,6 +11,12 @@ import { checkHop, checkObject } from './validate.js';
 
 /**
  * What a new context starts with. Everything not given is inherited from the current context.
+ *
+ * @example
+ * ```ts
+ * const init: ContextInit = { deadline: 800, hop: 'orders', trace: traceFrom(req.headers.traceparent), root: true };
+ * const ctx = createContext(init);
+ * ```
  */
 export interface ContextInit {
   /** A budget in ms or a {@link Deadline}; the earlier of it and the parent's wins. Default: the parent's (or none). */

@@ -7,7 +7,18 @@ import diagnostics from 'node:diagnostics_channel';
 import type { CancelledError, DeadlineExceededError } from './errors.js';
 import type { DeadlineContext, StopReason } from './scope.js';
 
-/** Names of the channels this project publishes on. Subscribe with `diagnostics_channel.subscribe(name, fn)`. */
+/**
+ * Names of the channels this project publishes on. Subscribe with `diagnostics_channel.subscribe(name, fn)`.
+ *
+ * @example
+ * ```ts
+ * import diagnostics from 'node:diagnostics_channel';
+ * diagnostics.subscribe(DiagnosticsChannel.Exceeded, (message) => {
+ *   const { error } = message as ExceededMessage;
+ *   log.warn({ phase: error.phase, target: error.target }, error.message);
+ * });
+ * ```
+ */
 export const DiagnosticsChannel = {
   /** A context was created (a request arrived, `runWithDeadline` was called). Message: {@link ContextStartMessage}. */
   ContextStart: 'deadline:context:start',
@@ -29,26 +40,61 @@ export const DiagnosticsChannel = {
   CallEnd: 'deadline:call:end',
 } as const;
 
-/** Message of {@link DiagnosticsChannel.ContextStart}. */
+/**
+ * Message of {@link DiagnosticsChannel.ContextStart}.
+ *
+ * @example
+ * ```ts
+ * diagnostics.subscribe(DiagnosticsChannel.ContextStart, (message) => record(message as ContextStartMessage));
+ * ```
+ */
 export interface ContextStartMessage {
   context: DeadlineContext;
 }
-/** Message of {@link DiagnosticsChannel.ContextEnd}; `reason` is set when the context had stopped first. */
+/**
+ * Message of {@link DiagnosticsChannel.ContextEnd}; `reason` is set when the context had stopped first.
+ *
+ * @example
+ * ```ts
+ * diagnostics.subscribe(DiagnosticsChannel.ContextEnd, (message) => record(message as ContextEndMessage));
+ * ```
+ */
 export interface ContextEndMessage {
   context: DeadlineContext;
   reason: StopReason | undefined;
 }
-/** Message of {@link DiagnosticsChannel.Exceeded}. */
+/**
+ * Message of {@link DiagnosticsChannel.Exceeded}.
+ *
+ * @example
+ * ```ts
+ * diagnostics.subscribe(DiagnosticsChannel.Exceeded, (message) => record(message as ExceededMessage));
+ * ```
+ */
 export interface ExceededMessage {
   context: DeadlineContext | undefined;
   error: DeadlineExceededError;
 }
-/** Message of {@link DiagnosticsChannel.Cancelled}. */
+/**
+ * Message of {@link DiagnosticsChannel.Cancelled}.
+ *
+ * @example
+ * ```ts
+ * diagnostics.subscribe(DiagnosticsChannel.Cancelled, (message) => record(message as CancelledMessage));
+ * ```
+ */
 export interface CancelledMessage {
   context: DeadlineContext;
   error: CancelledError;
 }
-/** Message of {@link DiagnosticsChannel.Propagate}. */
+/**
+ * Message of {@link DiagnosticsChannel.Propagate}.
+ *
+ * @example
+ * ```ts
+ * diagnostics.subscribe(DiagnosticsChannel.Propagate, (message) => record(message as PropagateMessage));
+ * ```
+ */
 export interface PropagateMessage {
   context: DeadlineContext | undefined;
   target: string;
@@ -56,7 +102,14 @@ export interface PropagateMessage {
   timeoutMs: number;
   headers: Readonly<Record<string, string>>;
 }
-/** Message of {@link DiagnosticsChannel.CallStart}. */
+/**
+ * Message of {@link DiagnosticsChannel.CallStart}.
+ *
+ * @example
+ * ```ts
+ * diagnostics.subscribe(DiagnosticsChannel.CallStart, (message) => record(message as CallStartMessage));
+ * ```
+ */
 export interface CallStartMessage {
   context: DeadlineContext | undefined;
   target: string;
@@ -65,7 +118,14 @@ export interface CallStartMessage {
   /** Timeout given to the call, in ms (`undefined` if unbounded). */
   timeoutMs: number | undefined;
 }
-/** Message of {@link DiagnosticsChannel.CallEnd}. */
+/**
+ * Message of {@link DiagnosticsChannel.CallEnd}.
+ *
+ * @example
+ * ```ts
+ * diagnostics.subscribe(DiagnosticsChannel.CallEnd, (message) => record(message as CallEndMessage));
+ * ```
+ */
 export interface CallEndMessage extends CallStartMessage {
   elapsedMs: number;
   outcome: 'ok' | 'deadline_exceeded' | 'cancelled' | 'error';

@@ -5,13 +5,27 @@
  */
 import { describeValue } from './describe-value.js';
 
-/** Stable codes, one per error class; safe to switch on and to alert on. */
+/**
+ * Stable codes, one per error class; safe to switch on and to alert on.
+ *
+ * @example
+ * ```ts
+ * if (err.code === ErrorCode.DeadlineExceeded) metrics.increment('deadline_exceeded');
+ * ```
+ */
 export const ErrorCode = {
   DeadlineExceeded: 'ERR_DEADLINE_EXCEEDED',
   Cancelled: 'ERR_CANCELLED',
   InvalidArgument: 'ERR_INVALID_ARGUMENT',
 } as const;
-/** One of the {@link ErrorCode} values. */
+/**
+ * One of the {@link ErrorCode} values.
+ *
+ * @example
+ * ```ts
+ * const code: ErrorCode = 'ERR_CANCELLED';
+ * ```
+ */
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 // Versioned: bump the suffix only if the shape of these errors changes incompatibly.
@@ -65,16 +79,36 @@ export abstract class DeadlineError extends Error {
 }
 Object.defineProperty(DeadlineError.prototype, 'name', { value: 'DeadlineError', writable: true, configurable: true });
 
-/** When, relative to a call, a deadline was found exceeded. */
+/**
+ * When, relative to a call, a deadline was found exceeded.
+ *
+ * @example
+ * ```ts
+ * if (err.phase === 'before-call') log.info('not called: no time left');
+ * ```
+ */
 export type DeadlinePhase = 'before-call' | 'during-call' | 'in-handler';
 
 /**
  * Whose deadline fired: `local` — this process's context ran out; `downstream:<hop>` — a downstream hop
  * reported that its deadline (the one we propagated) fired there.
+ *
+ * @example
+ * ```ts
+ * const hop = err.whose === 'local' ? 'orders' : err.whose.slice('downstream:'.length);
+ * ```
  */
 export type DeadlineOwner = 'local' | `downstream:${string}`;
 
-/** Fields of a {@link DeadlineExceededError}. */
+/**
+ * Fields of a {@link DeadlineExceededError}.
+ *
+ * @example
+ * ```ts
+ * const details: DeadlineExceededDetails = { phase: 'during-call', target: 'orders-db', budgetMs: 800, elapsedMs: 801 };
+ * throw new DeadlineExceededError(details);
+ * ```
+ */
 export interface DeadlineExceededDetails {
   /** The budget the deadline was created with, in ms (`undefined` if unknown). */
   budgetMs?: number | undefined;
@@ -167,7 +201,14 @@ function exceededMessage(
   return `${where}${owner}${numbers}`;
 }
 
-/** Why a context was cancelled. Well-known values are listed; adapters may add their own. */
+/**
+ * Why a context was cancelled. Well-known values are listed; adapters may add their own.
+ *
+ * @example
+ * ```ts
+ * ctx.cancel(new CancelledError('client went away', { reason: 'client-disconnected' }));
+ * ```
+ */
 export type CancelReason = 'cancelled' | 'client-disconnected' | 'context-ended' | (string & {});
 
 /**
@@ -250,7 +291,14 @@ export function withoutStack<T>(make: () => T): T {
   }
 }
 
-/** Whether `value` is any error thrown by this project (any copy of it). */
+/**
+ * Whether `value` is any error thrown by this project (any copy of it).
+ *
+ * @example
+ * ```ts
+ * if (isDeadlineError(err)) log.warn({ code: err.code }, err.message);
+ * ```
+ */
 export function isDeadlineError(value: unknown): value is DeadlineError {
   return hasCode(value, undefined);
 }

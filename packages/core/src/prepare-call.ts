@@ -10,13 +10,27 @@ import { formatTraceparent } from './trace.js';
 import { formatBudgetHeaders } from './wire/format-budget.js';
 import type { DeadlineDialect } from './wire/header-names.js';
 
-/** Options of {@link prepareCall}. */
+/**
+ * Options of {@link prepareCall}.
+ *
+ * @example
+ * ```ts
+ * const { headers } = prepareCall('inventory', { marginMs: 20, dialects: ['grpc'] });
+ * ```
+ */
 export interface PrepareCallOptions extends TimeoutOptions {
   /** Dialects to write besides `X-Request-Deadline` (e.g. `['grpc']` for a gRPC-aware proxy). */
   dialects?: readonly DeadlineDialect[] | undefined;
 }
 
-/** What {@link prepareCall} hands the transport. */
+/**
+ * What {@link prepareCall} hands the transport.
+ *
+ * @example
+ * ```ts
+ * const { timeoutMs, headers }: PreparedCall = prepareCall('inventory');
+ * ```
+ */
 export interface PreparedCall {
   /** The timeout for this call in whole ms (`undefined`: unbounded, no deadline and no `maxMs`). */
   timeoutMs: number | undefined;

@@ -14,14 +14,31 @@
 import { timerDelay } from './clock.js';
 import type { Deadline } from './deadline.js';
 import { publishCancelled, publishEnd, publishExceeded } from './diagnostics.js';
-import { CancelledError, DeadlineError, DeadlineExceededError, withoutStack } from './errors.js';
+import { CancelledError, DeadlineExceededError, withoutStack } from './errors.js';
 import { storage } from './storage.js';
 import type { TraceContext } from './trace.js';
 
-/** Why a context stopped: its deadline passed, or it was cancelled (explicitly, by its parent, or by ending). */
+/**
+ * Why a context stopped: its deadline passed, or it was cancelled (explicitly, by its parent, or by ending).
+ *
+ * @example
+ * ```ts
+ * const reason: StopReason | undefined = currentContext()?.stopReason;
+ * if (reason instanceof DeadlineExceededError) reply.code(504);
+ * ```
+ */
 export type StopReason = DeadlineExceededError | CancelledError;
 
-/** Called once when a context stops, with the reason. */
+/**
+ * Called once when a context stops, with the reason.
+ *
+ * @example
+ * ```ts
+ * const off = ctx.onStop((reason) => socket.destroy(reason));
+ * // … later, when the socket is done:
+ * off();
+ * ```
+ */
 export type StopListener = (reason: StopReason) => void;
 
 /**
@@ -116,7 +133,7 @@ function onScopeTimer(scope: Scope): void {
 function toStopReason(reason: unknown): StopReason {
   if (reason instanceof DeadlineExceededError || reason instanceof CancelledError) return reason;
   if (typeof reason === 'string') return new CancelledError(reason);
-  if (reason instanceof DeadlineError || reason instanceof Error) {
+  if (reason instanceof Error) {
     return new CancelledError(reason.message, { cause: reason });
   }
   return new CancelledError('cancelled', reason === undefined ? undefined : { cause: reason });
@@ -147,16 +164,23 @@ export class Scope implements OwnedContext {
   /** The context whose cancellation this one inherits (undefined for roots and detached scopes). */
   readonly parent: Scope | undefined;
 
-  /** @internal */ _state: number = ACTIVE;
-  /** @internal Set when stopped, except after a plain `end()` where it is made on demand. */ _reason:
-    | StopReason
-    | undefined;
-  /** @internal */ _timer: NodeJS.Timeout | undefined;
-  /** @internal */ _controller: AbortController | undefined;
-  /** @internal */ _listeners: StopListener[] | undefined;
-  /** @internal */ _unlinkParent: (() => void) | undefined;
-  /** @internal */ _external: AbortSignal | undefined;
-  /** @internal */ _ended = false;
+  // Internal state (see the header comment for why these are not `#private`).
+  /** @internal ACTIVE or STOPPED. */
+  _state: number = ACTIVE;
+  /** @internal Why it stopped; after a quiet `end()` it is made on demand. */
+  _reason: StopReason | undefined;
+  /** @internal The expiry timer, armed only while something listens. */
+  _timer: NodeJS.Timeout | undefined;
+  /** @internal Behind `signal`, created on first access. */
+  _controller: AbortController | undefined;
+  /** @internal `onStop` listeners and children's links. */
+  _listeners: StopListener[] | undefined;
+  /** @internal Removes this scope's link from its parent's listeners. */
+  _unlinkParent: (() => void) | undefined;
+  /** @internal The outside signal being followed (`ContextInit.signal`). */
+  _external: AbortSignal | undefined;
+  /** @internal */
+  _ended = false;
   /** @internal False for the scope `withoutCancel()` makes: it has no owner, so nothing may cancel it. */
   readonly _cancellable: boolean;
 

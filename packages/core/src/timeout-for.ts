@@ -7,7 +7,15 @@ import { publishExceeded } from './diagnostics.js';
 import { CancelledError, DeadlineExceededError, InvalidArgumentError } from './errors.js';
 import { storage } from './storage.js';
 
-/** Options of {@link timeoutFor}. */
+/**
+ * Options of {@link timeoutFor}.
+ *
+ * @example
+ * ```ts
+ * const options: TimeoutOptions = { marginMs: 20, minMs: 5, maxMs: 2_000 };
+ * const ms = timeoutFor('orders-db', options);
+ * ```
+ */
 export interface TimeoutOptions {
   /** Kept back for this hop's own work after the call returns (reading the reply, answering). Default 0. */
   marginMs?: number | undefined;

@@ -26,7 +26,14 @@ export interface TraceContext {
   readonly tracestate: string | undefined;
 }
 
-/** The parts of a `traceparent` header. */
+/**
+ * The parts of a `traceparent` header.
+ *
+ * @example
+ * ```ts
+ * const parsed: ParsedTraceparent | undefined = parseTraceparent(req.headers.traceparent);
+ * ```
+ */
 export interface ParsedTraceparent {
   traceId: string;
   parentId: string;

@@ -9,30 +9,35 @@ import * as src from '../src/index.ts';
 
 const distUrl = new URL('../dist/index.js', import.meta.url);
 
-describe.runIf(existsSync(distUrl) || process.env.CI)('two copies of the package', () => {
-  it('share contexts, deadlines, errors and cancellation', async () => {
-    const dist = (await import(distUrl.href)) as typeof src;
-    expect(dist.runWithDeadline).not.toBe(src.runWithDeadline);
+const built = existsSync(distUrl);
 
-    await dist.runWithDeadline(800, async (outer) => {
-      // The context one copy set is the one the other copy sees.
-      expect(src.currentContext()).toBe(outer);
-      expect(src.currentDeadline()).toBeInstanceOf(src.Deadline);
-      expect(src.remainingMs()).toBeLessThanOrEqual(800);
+describe.runIf(built || process.env.CI)(
+  built ? 'two copies of the package' : 'two copies — skipped: run `npm run build` first, one copy is dist/',
+  () => {
+    it('share contexts, deadlines, errors and cancellation', async () => {
+      const dist = (await import(distUrl.href)) as typeof src;
+      expect(dist.runWithDeadline).not.toBe(src.runWithDeadline);
 
-      // Nesting across copies: the earlier deadline still wins, cancellation still flows down.
-      await src.runWithDeadline(5_000, async (inner) => {
-        expect(inner.deadline.expiresAt).toBe(outer.deadline.expiresAt);
-        const innerSignal = src.currentSignal() as AbortSignal;
-        outer.cancel('from the other copy');
-        expect(innerSignal.aborted).toBe(true);
-        expect(innerSignal.reason).toBeInstanceOf(src.CancelledError);
-        expect(() => src.timeoutFor('db')).toThrow(dist.CancelledError);
+      await dist.runWithDeadline(800, async (outer) => {
+        // The context one copy set is the one the other copy sees.
+        expect(src.currentContext()).toBe(outer);
+        expect(src.currentDeadline()).toBeInstanceOf(src.Deadline);
+        expect(src.remainingMs()).toBeLessThanOrEqual(800);
+
+        // Nesting across copies: the earlier deadline still wins, cancellation still flows down.
+        await src.runWithDeadline(5_000, async (inner) => {
+          expect(inner.deadline.expiresAt).toBe(outer.deadline.expiresAt);
+          const innerSignal = src.currentSignal() as AbortSignal;
+          outer.cancel('from the other copy');
+          expect(innerSignal.aborted).toBe(true);
+          expect(innerSignal.reason).toBeInstanceOf(src.CancelledError);
+          expect(() => src.timeoutFor('db')).toThrow(dist.CancelledError);
+        });
       });
-    });
 
-    const error = new dist.DeadlineExceededError({ phase: 'before-call' });
-    expect(error).toBeInstanceOf(src.DeadlineExceededError);
-    expect(src.isDeadlineExceededError(error)).toBe(true);
-  });
-});
+      const error = new dist.DeadlineExceededError({ phase: 'before-call' });
+      expect(error).toBeInstanceOf(src.DeadlineExceededError);
+      expect(src.isDeadlineExceededError(error)).toBe(true);
+    });
+  },
+);

@@ -12,7 +12,14 @@ import {
 } from './header-names.js';
 import { formatRequestDeadline } from './milliseconds.js';
 
-/** Headers carrying a budget, by lower-case name. */
+/**
+ * Headers carrying a budget, by lower-case name.
+ *
+ * @example
+ * ```ts
+ * const headers: BudgetHeaders = formatBudgetHeaders(250); // { 'x-request-deadline': '250' }
+ * ```
+ */
 export type BudgetHeaders = Record<string, string>;
 
 /**

@@ -3,7 +3,15 @@
  * string or an array), a WHATWG `Headers`, or a `Map`.
  */
 
-/** Headers as hosts provide them. Plain records must use lower-case names, as Node's do. */
+/**
+ * Headers as hosts provide them. Plain records must use lower-case names, as Node's do.
+ *
+ * @example
+ * ```ts
+ * parseBudget(req.headers);           // Node's IncomingHttpHeaders
+ * parseBudget(new Headers(init));     // WHATWG Headers (fetch, undici)
+ * ```
+ */
 export type HeaderSource =
   | Readonly<Record<string, string | readonly string[] | number | undefined>>
   | { get(name: string): string | null | undefined };

@@ -20,7 +20,14 @@ import { isDigits, printable, type Refusal, singleValue } from './header-value.j
 import { type HeaderSource, readHeader } from './headers.js';
 import { parseMilliseconds } from './milliseconds.js';
 
-/** A header that was present but not used, and why. */
+/**
+ * A header that was present but not used, and why.
+ *
+ * @example
+ * ```ts
+ * for (const { header, value, reason } of parseBudget(req.headers).ignored) log.debug({ header, value }, reason);
+ * ```
+ */
 export interface IgnoredHeader {
   header: BudgetHeader;
   /** The raw value, cut to 64 characters. */
@@ -28,7 +35,15 @@ export interface IgnoredHeader {
   reason: string;
 }
 
-/** The budget a request's headers ask for. */
+/**
+ * The budget a request's headers ask for.
+ *
+ * @example
+ * ```ts
+ * const { budgetMs, header, requestedMs } = parseBudget(req.headers);
+ * const deadline = Deadline.fromNow(budgetMs ?? routeDefaultMs);
+ * ```
+ */
 export interface ParsedBudget {
   /** The smallest valid budget in ms (may be fractional), clamped to `maxMs`; `undefined` if none was valid. */
   budgetMs: number | undefined;
@@ -42,7 +57,14 @@ export interface ParsedBudget {
   ignored: readonly IgnoredHeader[];
 }
 
-/** Options of {@link createBudgetParser}. */
+/**
+ * Options of {@link createBudgetParser}.
+ *
+ * @example
+ * ```ts
+ * const options: BudgetParserOptions = { maxMs: 10_000, dialects: ['deadline', 'grpc'], absolute: { skewMs: 50 } };
+ * ```
+ */
 export interface BudgetParserOptions {
   /** Dialects to accept. Default: all — `deadline`, `grpc`, `connect`, `envoy`. */
   dialects?: readonly DeadlineDialect[] | undefined;
@@ -57,7 +79,15 @@ export interface BudgetParserOptions {
   now?: (() => number) | undefined;
 }
 
-/** Reads the budget from request headers. */
+/**
+ * Reads the budget from request headers; made once by {@link createBudgetParser}.
+ *
+ * @example
+ * ```ts
+ * const parse: BudgetParser = createBudgetParser({ maxMs: 5_000 });
+ * const { budgetMs } = parse(req.headers);
+ * ```
+ */
 export type BudgetParser = (headers: HeaderSource) => ParsedBudget;
 
 const NO_IGNORED: readonly IgnoredHeader[] = Object.freeze([]);

@@ -1,0 +1,38 @@
+/**
+ * Docs are part of the API: every export of every package's public entry carries TSDoc with an example.
+ * Checked with the TypeScript compiler, so a new export without one fails the suite.
+ */
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+import { expect, it } from 'vitest';
+
+const repo = fileURLToPath(new URL('..', import.meta.url));
+const entries = readdirSync(join(repo, 'packages')).map((dir) => join(repo, 'packages', dir, 'src/index.ts'));
+
+function undocumented(entry: string): string[] {
+  const program = ts.createProgram([entry], {
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    target: ts.ScriptTarget.ES2022,
+    noEmit: true,
+  });
+  const checker = program.getTypeChecker();
+  const source = program.getSourceFile(entry);
+  if (source === undefined) throw new Error(`cannot read ${entry}`);
+  const moduleSymbol = checker.getSymbolAtLocation(source);
+  if (moduleSymbol === undefined) throw new Error(`${entry} has no exports`);
+  const missing: string[] = [];
+  for (const exported of checker.getExportsOfModule(moduleSymbol)) {
+    const symbol = exported.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exported) : exported;
+    const tags = symbol.getJsDocTags(checker);
+    const hasDoc = symbol.getDocumentationComment(checker).length > 0;
+    if (!hasDoc || !tags.some((tag) => tag.name === 'example')) missing.push(exported.getName());
+  }
+  return missing;
+}
+
+it.each(entries)('every export of %s has TSDoc with an @example', (entry) => {
+  expect(undocumented(entry)).toEqual([]);
+});
