@@ -1,12 +1,14 @@
 import { readdirSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 // One project per package and app, found on disk, so a new package is tested without touching this file; the
 // require-tests reporter then fails the run if any project finds no tests.
+const repo = fileURLToPath(new URL('.', import.meta.url));
 const roots = ['packages', 'apps'].flatMap((dir) =>
-  readdirSync(dir)
-    .map((name) => join(dir, name))
+  readdirSync(join(repo, dir))
+    .map((name) => join(repo, dir, name))
     .filter((path) => statSync(path).isDirectory()),
 );
 
@@ -21,9 +23,9 @@ export default defineConfig({
         extends: true as const,
         test: { name: basename(root), root, include: ['test/**/*.test.ts'] },
       })),
-      { extends: true as const, test: { name: 'repo', root: 'test', include: ['**/*.test.ts'] } },
+      { extends: true as const, test: { name: 'repo', root: join(repo, 'test'), include: ['**/*.test.ts'] } },
     ],
-    reporters: ['default', './scripts/require-tests-reporter.ts'],
+    reporters: ['default', join(repo, 'scripts/require-tests-reporter.ts')],
     testTimeout: 30_000,
     hookTimeout: 30_000,
   },
