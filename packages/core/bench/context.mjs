@@ -4,11 +4,12 @@
 // stable. Run: npm run bench -w @deadline/core (after npm run build).
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { performance } from 'node:perf_hooks';
-import { createContext, currentSignal, remainingMs, runWithDeadline } from '../dist/index.js';
+import { createContext, currentContext, currentSignal, remainingMs, runWithDeadline } from '../dist/index.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const PER_ROUND = Number(process.env.BENCH_ITERATIONS ?? 50_000);
 const als = new AsyncLocalStorage();
+const noop = () => {};
 
 const variants = {
   'bare als.run': async () => {
@@ -36,6 +37,16 @@ const variants = {
         await null;
       });
       ctx.end();
+    }
+  },
+  // What a transport adapter does per call: be told when to stop (arms the timer), then unsubscribe.
+  'runWithDeadline + onStop() per call (adapter pattern)': async () => {
+    for (let i = 0; i < PER_ROUND; i++) {
+      await runWithDeadline(1_000, async () => {
+        const off = currentContext().onStop(noop);
+        await null;
+        off();
+      });
     }
   },
   'runWithDeadline + remainingMs() + currentSignal()': async () => {
