@@ -4,6 +4,9 @@
  * `node_modules`, a CJS and an ESM build): the check reads a `Symbol.for` brand, not the prototype chain.
  */
 import { describeValue } from './describe-value.js';
+import { DEADLINE_EXCEEDED_BY_HEADER } from './wire/header-names.js';
+
+const DOWNSTREAM = 'downstream:';
 
 /**
  * Stable codes, one per error class; safe to switch on and to alert on.
@@ -120,6 +123,8 @@ export interface DeadlineExceededDetails {
   target?: string | undefined;
   /** Whose deadline fired. Defaults to `'local'`. */
   whose?: DeadlineOwner | undefined;
+  /** For a `local` deadline, this hop's name (the context's `hop`); for `downstream:<hop>` it is taken from there. */
+  hop?: string | undefined;
   /** The driver or transport error this one explains. */
   cause?: unknown;
   /** Replaces the generated message. */
@@ -158,6 +163,8 @@ export class DeadlineExceededError extends DeadlineError {
   readonly target: string | undefined;
   /** `local`, or `downstream:<hop>` when a downstream hop reported its (propagated) deadline fired. */
   readonly whose: DeadlineOwner;
+  /** The hop whose deadline fired, when known: what a 504 names in `X-Deadline-Exceeded-By`. */
+  readonly hop: string | undefined;
 
   constructor(details: DeadlineExceededDetails) {
     const whose = details.whose ?? 'local';
@@ -175,6 +182,17 @@ export class DeadlineExceededError extends DeadlineError {
     this.phase = details.phase;
     this.target = details.target;
     this.whose = whose;
+    this.hop = whose === 'local' ? details.hop : whose.slice(DOWNSTREAM.length);
+  }
+
+  /** 504 Gateway Timeout: the HTTP status to answer with. Frameworks' default error handlers read it. */
+  get statusCode(): 504 {
+    return 504;
+  }
+
+  /** `X-Deadline-Exceeded-By: <hop>` when the hop is known; fastify's and express's error handlers set these. */
+  get headers(): Record<string, string> | undefined {
+    return this.hop === undefined ? undefined : { [DEADLINE_EXCEEDED_BY_HEADER]: this.hop };
   }
 }
 Object.defineProperty(DeadlineExceededError.prototype, 'name', {
@@ -196,7 +214,7 @@ function exceededMessage(
       : phase === 'during-call'
         ? `call to ${target ?? 'downstream'} cut off`
         : 'deadline exceeded';
-  const owner = whose === 'local' ? '' : ` (the deadline of ${whose.slice('downstream:'.length)})`;
+  const owner = whose === 'local' ? '' : ` (the deadline of ${whose.slice(DOWNSTREAM.length)})`;
   const numbers = budgetMs === undefined ? '' : ` after ${elapsedMs ?? '?'} ms of a ${budgetMs} ms budget`;
   return `${where}${owner}${numbers}`;
 }
@@ -235,6 +253,11 @@ export class CancelledError extends DeadlineError {
     super(ErrorCode.Cancelled, message, { cause: options?.cause });
     this.reason = options?.reason ?? 'cancelled';
   }
+
+  /** 499 (nginx's "client closed request"): for logs; the client it would be sent to has usually gone. */
+  get statusCode(): 499 {
+    return 499;
+  }
 }
 Object.defineProperty(CancelledError.prototype, 'name', {
   value: 'CancelledError',
@@ -263,6 +286,11 @@ export class InvalidArgumentError extends DeadlineError {
   constructor(option: string, expected: string, received: unknown) {
     super(ErrorCode.InvalidArgument, `${option} must be ${expected}; received ${describeValue(received)}`);
     this.option = option;
+  }
+
+  /** 500: a programming or configuration error on this side. */
+  get statusCode(): 500 {
+    return 500;
   }
 }
 Object.defineProperty(InvalidArgumentError.prototype, 'name', {

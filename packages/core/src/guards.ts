@@ -4,6 +4,7 @@
  */
 import { CancelledError, DeadlineExceededError } from './errors.js';
 import type { StopReason } from './scope.js';
+import { storage } from './storage.js';
 
 // An adapter that cancels work on the server (a Postgres CancelRequest, a MariaDB KILL QUERY) puts the reason
 // on the driver error it gets back, so the error is recognised — as a deadline or as a cancellation — even
@@ -40,6 +41,23 @@ function isServerTimeout(err: Record<PropertyKey, unknown>): boolean {
   return typeof err.errno === 'number' && MYSQL_STATEMENT_TIMEOUT_ERRNOS.has(err.errno);
 }
 
+const SERVER_TIMEOUT = Symbol('server-timeout');
+
+/** The outermost explanation in `error`'s cause chain: one of our errors, an adapter's mark, a server timeout. */
+function explain(error: unknown): StopReason | typeof SERVER_TIMEOUT | undefined {
+  let current = error;
+  for (let depth = 0; depth < MAX_CAUSE_DEPTH; depth++) {
+    if (current instanceof DeadlineExceededError || current instanceof CancelledError) return current;
+    const err = fields(current);
+    if (err === undefined) return undefined;
+    const mark = err[kCausedBy];
+    if (mark instanceof DeadlineExceededError || mark instanceof CancelledError) return mark;
+    if (isServerTimeout(err)) return SERVER_TIMEOUT;
+    current = err.cause;
+  }
+  return undefined;
+}
+
 /**
  * True for a {@link DeadlineExceededError} from any copy of this package, and for errors that mean the same:
  * an error (an `AbortError` from `fetch`, a driver error) whose `cause` chain holds one or that an adapter
@@ -55,15 +73,8 @@ function isServerTimeout(err: Record<PropertyKey, unknown>): boolean {
  * ```
  */
 export function isDeadlineExceededError(error: unknown): boolean {
-  let current = error;
-  for (let depth = 0; depth < MAX_CAUSE_DEPTH; depth++) {
-    if (current instanceof DeadlineExceededError) return true;
-    const err = fields(current);
-    if (err === undefined) return false;
-    if (err[kCausedBy] instanceof DeadlineExceededError || isServerTimeout(err)) return true;
-    current = err.cause;
-  }
-  return false;
+  const why = explain(error);
+  return why === SERVER_TIMEOUT || why instanceof DeadlineExceededError;
 }
 
 /**
@@ -78,13 +89,32 @@ export function isDeadlineExceededError(error: unknown): boolean {
  * ```
  */
 export function isCancelledError(error: unknown): boolean {
-  let current = error;
-  for (let depth = 0; depth < MAX_CAUSE_DEPTH; depth++) {
-    if (current instanceof CancelledError) return true;
-    const err = fields(current);
-    if (err === undefined) return false;
-    if (err[kCausedBy] instanceof CancelledError) return true;
-    current = err.cause;
-  }
-  return false;
+  return explain(error) instanceof CancelledError;
+}
+
+/**
+ * The typed error that explains `error`, for code that must answer it: the {@link DeadlineExceededError} or
+ * {@link CancelledError} itself or in its `cause` chain, the reason an adapter marked a driver error with, or —
+ * for a server-side statement timeout — a new `DeadlineExceededError` (phase `during-call`) with the driver
+ * error as its cause. `undefined` when `error` is about something else.
+ *
+ * @example
+ * ```ts
+ * import { findDeadlineError } from '@deadline/core';
+ * const typed = findDeadlineError(err);
+ * if (typed !== undefined) return reply.code(typed.statusCode).send({ error: typed.code });
+ * ```
+ */
+export function findDeadlineError(error: unknown): StopReason | undefined {
+  const why = explain(error);
+  if (why !== SERVER_TIMEOUT) return why;
+  const scope = storage.getStore();
+  return new DeadlineExceededError({
+    budgetMs: scope?.deadline.isNone === false ? scope.deadline.budgetMs : undefined,
+    elapsedMs: scope?.deadline.isNone === false ? scope.deadline.elapsedMs() : undefined,
+    phase: 'during-call',
+    hop: scope?.hop,
+    cause: error,
+    message: `the server stopped the statement: ${(fields(error)?.message as string | undefined) ?? 'statement timeout'}`,
+  });
 }

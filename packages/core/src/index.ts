@@ -43,7 +43,7 @@ export {
   InvalidArgumentError,
   isDeadlineError,
 } from './errors.js';
-export { isCancelledError, isDeadlineExceededError } from './guards.js';
+export { findDeadlineError, isCancelledError, isDeadlineExceededError } from './guards.js';
 export { type PrepareCallOptions, type PreparedCall, prepareCall } from './prepare-call.js';
 export type { DeadlineContext, OwnedContext, StopListener, StopReason } from './scope.js';
 export { type TimeoutOptions, timeoutFor } from './timeout-for.js';

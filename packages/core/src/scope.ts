@@ -341,6 +341,7 @@ export class Scope implements OwnedContext {
           budgetMs: deadline.budgetMs,
           elapsedMs: deadline.elapsedMs(),
           phase: 'in-handler',
+          hop: this.hop,
         }),
     );
   }

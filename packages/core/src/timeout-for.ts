@@ -75,6 +75,7 @@ export function timeoutFor(target: string, options?: TimeoutOptions): number | u
       elapsedMs: deadline.elapsedMs(),
       phase: 'before-call',
       target,
+      hop: scope.hop,
       message: `not calling ${target}: ${Math.floor(remaining)} ms left, the call needs at least ${Math.max(minMs, 1) + marginMs} ms`,
     });
     publishExceeded(scope, error);

@@ -119,6 +119,7 @@ describe('the context signal', () => {
     const took = performance.now() - started;
     expect(reason).toBeInstanceOf(DeadlineExceededError);
     expect(reason).toMatchObject({ code: 'ERR_DEADLINE_EXCEEDED', phase: 'in-handler', whose: 'local', budgetMs: 80 });
+    expect((reason as DeadlineExceededError).hop).toBeUndefined();
     expect((reason as DeadlineExceededError).elapsedMs).toBeGreaterThanOrEqual(80);
     expect(took).toBeGreaterThanOrEqual(79);
     expect(took).toBeLessThan(2_000);
@@ -261,7 +262,7 @@ describe('cancellation', () => {
   it('throwIfExpired() stops a CPU-bound loop at the deadline', () => {
     let iterations = 0;
     const started = performance.now();
-    const error = runWithDeadline(50, () => {
+    const error = runWithContext({ deadline: 50, hop: 'scorer' }, () => {
       try {
         for (;;) {
           throwIfExpired();
@@ -273,6 +274,7 @@ describe('cancellation', () => {
     });
     expect(error).toBeInstanceOf(DeadlineExceededError);
     expect((error as DeadlineExceededError).phase).toBe('in-handler');
+    expect((error as DeadlineExceededError).hop).toBe('scorer');
     expect(iterations).toBeGreaterThan(0);
     expect(performance.now() - started).toBeLessThan(2_000);
   });

@@ -4,10 +4,12 @@ import {
   DeadlineError,
   DeadlineExceededError,
   ErrorCode,
+  findDeadlineError,
   InvalidArgumentError,
   isCancelledError,
   isDeadlineError,
   isDeadlineExceededError,
+  runWithContext,
 } from '../src/index.ts';
 import { markCausedBy } from '../src/internal.ts';
 
@@ -34,6 +36,25 @@ describe('errors', () => {
     );
     expect(new DeadlineExceededError({ phase: 'in-handler' }).message).toBe('deadline exceeded');
     expect(new DeadlineExceededError({ phase: 'in-handler' })).not.toHaveProperty('cause');
+  });
+
+  it('carry the HTTP status and the header that frameworks’ default error handlers apply', () => {
+    const local = new DeadlineExceededError({ phase: 'in-handler', hop: 'orders' });
+    expect(local.statusCode).toBe(504);
+    expect(local.hop).toBe('orders');
+    expect(local.headers).toEqual({ 'x-deadline-exceeded-by': 'orders' });
+    const downstream = new DeadlineExceededError({
+      phase: 'during-call',
+      whose: 'downstream:inventory',
+      hop: 'orders',
+    });
+    expect(downstream.hop).toBe('inventory');
+    expect(downstream.headers).toEqual({ 'x-deadline-exceeded-by': 'inventory' });
+    expect(new DeadlineExceededError({ phase: 'in-handler' }).headers).toBeUndefined();
+    expect(new CancelledError().statusCode).toBe(499);
+    expect(new InvalidArgumentError('x', 'y', 1).statusCode).toBe(500);
+    // Getters on the prototype: they do not clutter serialized log lines.
+    expect(Object.keys(local)).not.toContain('statusCode');
   });
 
   it('keep cancellation apart from deadlines', () => {
@@ -123,6 +144,22 @@ describe('guards recognise what means the same', () => {
     markCausedBy(killed, ours);
     expect(isDeadlineExceededError(killed)).toBe(true);
     expect(isDeadlineExceededError(Object.assign(new Error('dup'), { errno: 1062 }))).toBe(false);
+  });
+
+  it('findDeadlineError returns the typed error to answer with', () => {
+    const abort = new Error('aborted', { cause: ours });
+    expect(findDeadlineError(abort)).toBe(ours);
+    const cancelled = new CancelledError();
+    expect(findDeadlineError(new Error('x', { cause: cancelled }))).toBe(cancelled);
+    const killed = Object.assign(new Error('Query execution was interrupted'), { errno: 1317 });
+    markCausedBy(killed, ours);
+    expect(findDeadlineError(killed)).toBe(ours);
+    const belt = Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' });
+    const wrapped = runWithContext({ deadline: 500, hop: 'orders' }, () => findDeadlineError(belt));
+    expect(wrapped).toBeInstanceOf(DeadlineExceededError);
+    expect(wrapped).toMatchObject({ phase: 'during-call', hop: 'orders', budgetMs: 500, cause: belt });
+    expect(findDeadlineError(new Error('unrelated'))).toBeUndefined();
+    expect(findDeadlineError(undefined)).toBeUndefined();
   });
 
   it('never loops on a cyclic cause chain and never throws on odd input', () => {

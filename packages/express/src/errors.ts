@@ -1,0 +1,46 @@
+/**
+ * The error middleware that turns a deadline error escaping a handler into the same answer the deadline
+ * itself gives: 504 with the JSON body and `X-Deadline-Exceeded-By`, or 499 for a cancellation.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { DeadlineExceededError, findDeadlineError } from '@deadline/core';
+import { monotonicNow } from '@deadline/core/internal';
+import { deadlineAnswer, RequestState, writeAnswer } from '@deadline/server/internal';
+
+/**
+ * Returns the error middleware. Mount it after your routes. Errors that are not about a deadline pass on to
+ * the next error handler untouched. Without it, express's own final handler still answers 504 (or 499) with
+ * `X-Deadline-Exceeded-By` — the errors carry `statusCode` and `headers` — but with its own body.
+ *
+ * @example
+ * ```ts
+ * app.use(deadline({ serviceName: 'orders' }));
+ * app.use(routes);
+ * app.use(deadlineErrors());
+ * ```
+ */
+export function deadlineErrors() {
+  return function deadlineErrorHandler(
+    error: unknown,
+    req: IncomingMessage & { deadline?: unknown },
+    res: ServerResponse,
+    next: (error?: unknown) => void,
+  ): void {
+    const typed = findDeadlineError(error);
+    const state = req.deadline;
+    if (typed === undefined || res.headersSent) {
+      next(error);
+      return;
+    }
+    const known = state instanceof RequestState ? state : undefined;
+    known?.recordError(typed);
+    const fromError = typed instanceof DeadlineExceededError ? typed : undefined;
+    const answer = deadlineAnswer(
+      typed,
+      known?.budget.budgetMs ?? fromError?.budgetMs ?? 0,
+      known === undefined ? (fromError?.elapsedMs ?? 0) : monotonicNow() - known.arrivedAt,
+      known?.options.hop ?? 'service',
+    );
+    if (writeAnswer(res, answer, typed) && known !== undefined) known.answeredWith = answer.statusCode;
+  };
+}

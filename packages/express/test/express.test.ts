@@ -1,0 +1,153 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { DeadlineExceededError } from '@deadline/core';
+import { deadlineMixin } from '@deadline/pino';
+import express from 'express';
+import express4 from 'express4';
+import pino from 'pino';
+import { pinoHttp } from 'pino-http';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { conformanceSuite } from '../../server/test/conformance.ts';
+import { type Harness, type LogLine, memoryDestination } from '../../server/test/harness.ts';
+import { deadline, deadlineErrors } from '../src/index.ts';
+
+type Express = typeof express;
+
+async function listen(app: ReturnType<Express>): Promise<{ url: string; server: Server }> {
+  const server = await new Promise<Server>((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+}
+
+function close(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.closeAllConnections();
+    server.close(() => resolve());
+  });
+}
+
+function expressHarness(name: string, framework: Express): Harness {
+  return {
+    name,
+    ownErrorBody: true,
+    async start(options, routes) {
+      const logs: LogLine[] = [];
+      const app = framework();
+      app.use(deadline({ ...(options as object), logger: pino({ level: 'debug' }, memoryDestination(logs)) }));
+      for (const route of routes) {
+        const method = route.method === 'GET' ? 'get' : 'post';
+        // `.catch(next)`: express 4 does not route a handler's rejection to the error handlers itself.
+        app[method](route.path, (req, res, next) => {
+          route
+            .handler({
+              deadline: req.deadline as NonNullable<typeof req.deadline>,
+              body: route.method === 'POST' ? req : undefined,
+              reply(status, body, headers) {
+                res
+                  .status(status)
+                  .set(headers ?? {})
+                  .json(body);
+              },
+              async stream(status, chunks) {
+                res.status(status).type('text/plain');
+                await pipeline(Readable.from(chunks), res);
+              },
+            })
+            .catch(next);
+        });
+      }
+      app.use(deadlineErrors());
+      const { url, server } = await listen(app);
+      return { url, logs, close: () => close(server) };
+    },
+  };
+}
+
+for (const [name, framework] of [
+  ['express 5', express],
+  ['express 4', express4],
+] as const) {
+  conformanceSuite(expressHarness(name, framework));
+
+  describe(`${name} middleware`, () => {
+    const logs: LogLine[] = [];
+    const logger = pino({ level: 'info', mixin: deadlineMixin() }, memoryDestination(logs));
+    const app = framework();
+    let server: Server;
+    let url = '';
+
+    beforeAll(async () => {
+      app.use(pinoHttp({ logger, autoLogging: false }));
+      app.use(deadline({ serviceName: 'orders', defaultMs: 2_000, maxMs: 4_000 }));
+      app.get('/plain', (req, res) => {
+        req.log.info('loading the order');
+        res.json({ budgetMs: req.deadline?.budget.budgetMs });
+      });
+      const reports = framework.Router();
+      reports.use(deadline({ serviceName: 'orders', defaultMs: 300, maxMs: 500 }));
+      reports.get('/', (req, res) =>
+        res.json({ budgetMs: req.deadline?.budget.budgetMs, left: req.deadline?.remainingMs() }),
+      );
+      app.use('/reports', reports);
+      const generous = framework.Router();
+      generous.use(deadline({ serviceName: 'orders', defaultMs: 3_000, maxMs: 4_000 }));
+      generous.get('/', (req, res) => res.json({ left: req.deadline?.remainingMs() }));
+      app.use('/generous', generous);
+      ({ server, url } = await listen(app));
+    });
+    afterAll(() => close(server));
+
+    it('is a named middleware', () => {
+      expect(deadline().name).toBe('deadlineMiddleware');
+      expect(deadlineErrors().name).toBe('deadlineErrorHandler');
+      expect(deadlineErrors().length).toBe(4); // express recognises error middleware by arity
+    });
+
+    it('a router’s own middleware narrows the deadline to its SLA, never widens it', async () => {
+      const report = (await (await request(`${url}/reports/`)).body.json()) as { budgetMs: number; left: number };
+      expect(report.budgetMs).toBe(300);
+      expect(report.left).toBeLessThanOrEqual(300);
+      const clamped = await request(`${url}/reports/`, { headers: { 'x-request-deadline': '3000' } });
+      expect(((await clamped.body.json()) as { budgetMs: number }).budgetMs).toBe(500);
+      const generous = (await (await request(`${url}/generous/`)).body.json()) as { left: number };
+      expect(generous.left).toBeLessThanOrEqual(2_000); // the app's 2 s default still holds
+    });
+
+    it('writes its end line through pino-http’s req.log, and the mixin tags handler lines', async () => {
+      const res = await request(`${url}/plain`, {
+        headers: {
+          traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+          'x-request-deadline': '900',
+        },
+      });
+      expect(await res.body.json()).toEqual({ budgetMs: 900 });
+      const line = logs.findLast((l) => l.msg === 'loading the order');
+      expect(line).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', hop: 'orders', budgetMs: 900 });
+      expect(line?.req).toBeDefined(); // pino-http's own bindings are kept
+      await new Promise((resolve) => setImmediate(resolve));
+      const end = logs.findLast((l) => l.msg === 'deadline: ok');
+      expect(end).toMatchObject({ path: '/plain', budgetMs: 900, traceId: '4bf92f3577b34da6a3ce929d0e0e4736' });
+    });
+
+    it('without deadlineErrors(), express’s final handler still answers 504 with the header', async () => {
+      const app2 = framework();
+      app2.use(deadline({ serviceName: 'orders' }));
+      app2.get('/', (_req, _res, next) => {
+        next(new DeadlineExceededError({ phase: 'during-call', whose: 'downstream:inventory' }));
+      });
+      const { url: url2, server: server2 } = await listen(app2);
+      try {
+        const res = await request(url2);
+        expect(res.statusCode).toBe(504);
+        expect(res.headers['x-deadline-exceeded-by']).toBe('inventory');
+        await res.body.dump();
+      } finally {
+        await close(server2);
+      }
+    });
+  });
+}

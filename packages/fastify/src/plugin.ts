@@ -1,0 +1,135 @@
+/**
+ * The plugin: one `onRequest` hook that starts the request's deadline and runs the rest of the chain inside
+ * its context (`als.run`, never `enterWith`), and one `preValidation` hook that re-enters the context after
+ * body parsing (the body's stream events arrive in the socket's context, not the request's).
+ */
+import { monotonicNow } from '@deadline/core/internal';
+import type { DeadlineServerOptions, RequestDeadline, RouteLimits } from '@deadline/server';
+import {
+  createParser,
+  type RequestState,
+  type ResolvedLimits,
+  resolveBudget,
+  resolveLimits,
+  resolveOptions,
+  startRequest,
+} from '@deadline/server/internal';
+import type {
+  FastifyPluginCallback,
+  FastifyRequest,
+  onErrorHookHandler,
+  onRequestHookHandler,
+  preValidationHookHandler,
+} from 'fastify';
+import fp from 'fastify-plugin';
+import { fastifyHost } from './host.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The request's deadline: its context, budget and remaining time. `null` only before the plugin's hook ran. */
+    deadline: RequestDeadline | null;
+  }
+  interface FastifyContextConfig {
+    /** This route's budget limits (its SLA), over the plugin's options. */
+    deadline?: RouteLimits;
+  }
+}
+
+/**
+ * Options of {@link fastifyDeadline}: the server options; `trust` receives the fastify request.
+ *
+ * @example
+ * ```ts
+ * const options: FastifyDeadlineOptions = { serviceName: 'gateway', defaultMs: 3_000, maxMs: 10_000 };
+ * ```
+ */
+export type FastifyDeadlineOptions = DeadlineServerOptions<FastifyRequest>;
+
+const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options, done) => {
+  let resolved: ReturnType<typeof resolveOptions<FastifyRequest>>;
+  try {
+    resolved = resolveOptions<FastifyRequest>(options);
+  } catch (error) {
+    // Fails the registration (and `ready()`/`listen()`) with the error naming the option.
+    done(error as Error);
+    return;
+  }
+  const parse = createParser(resolved as never);
+  const trust = resolved.trust;
+  // Route limits are checked when the route is added (a bad value fails at startup) and cached per route.
+  const routeLimits = new WeakMap<object, ResolvedLimits>();
+  const limitsOf = (config: { deadline?: RouteLimits; url?: string; method?: string } | undefined): ResolvedLimits => {
+    if (config?.deadline === undefined) return resolved.limits;
+    let limits = routeLimits.get(config);
+    if (limits === undefined) {
+      limits = resolveLimits(config.deadline, resolved.limits);
+      routeLimits.set(config, limits);
+    }
+    return limits;
+  };
+
+  fastify.decorateRequest('deadline', null);
+
+  fastify.addHook('onRoute', (route) => {
+    const limits = route.config?.deadline;
+    if (limits !== undefined)
+      resolveLimits(limits, resolved.limits, `route ${route.method} ${route.url}: config.deadline.`);
+  });
+
+  const onRequest: onRequestHookHandler = (request, reply, next) => {
+    const arrivedAt = monotonicNow();
+    const limits = limitsOf(request.routeOptions.config as never);
+    const trusted = trust === undefined || trust(request);
+    const budget = resolveBudget(request.headers, trusted, parse, limits);
+    const state = startRequest(
+      request.raw,
+      reply.raw,
+      resolved as never,
+      fastifyHost,
+      budget,
+      arrivedAt,
+      limits,
+      reply,
+    );
+    request.deadline = state;
+    // Refused (the budget is below the route's minimum): the 504 is on its way; the chain must not run.
+    if (state.outcome !== undefined) return;
+    state.context.run(next);
+  };
+
+  const preValidation: preValidationHookHandler = (request, _reply, next) => {
+    const state = request.deadline as RequestState | null;
+    if (state === null) next();
+    else state.context.run(next);
+  };
+
+  // Deadline errors escaping a handler are answered by fastify's error handling (they carry statusCode 504/499
+  // and X-Deadline-Exceeded-By); this only notes it for the request's log line.
+  const onError: onErrorHookHandler = (request, _reply, error, next) => {
+    (request.deadline as RequestState | null)?.recordError(error);
+    next();
+  };
+
+  fastify.addHook('onRequest', onRequest);
+  fastify.addHook('preValidation', preValidation);
+  fastify.addHook('onError', onError);
+  done();
+};
+
+/**
+ * The fastify plugin. Register it once, at the root; every route registered after it runs with a deadline.
+ * Per-route limits go in the route's `config.deadline`.
+ *
+ * @example
+ * ```ts
+ * import Fastify from 'fastify';
+ * import fastifyDeadline from '@deadline/fastify';
+ *
+ * const app = Fastify({ logger: true });
+ * await app.register(fastifyDeadline, { serviceName: 'gateway', defaultMs: 3_000 });
+ * app.get('/report', { config: { deadline: { defaultMs: 10_000, maxMs: 20_000 } } }, async (request) => {
+ *   return { left: request.deadline?.remainingMs() };
+ * });
+ * ```
+ */
+export const fastifyDeadline = fp(plugin, { fastify: '5.x', name: '@deadline/fastify' });

@@ -1,0 +1,113 @@
+import { Readable } from 'node:stream';
+import { finished } from 'node:stream/promises';
+import { InvalidArgumentError } from '@deadline/core';
+import { deadlineMixin } from '@deadline/pino';
+import Fastify from 'fastify';
+import pino from 'pino';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { conformanceSuite } from '../../server/test/conformance.ts';
+import { type Harness, type LogLine, memoryDestination } from '../../server/test/harness.ts';
+import fastifyDeadline, { fastifyDeadline as named } from '../src/index.ts';
+
+const fastifyHarness: Harness = {
+  name: 'fastify 5',
+  ownErrorBody: false,
+  async start(options, routes) {
+    const logs: LogLine[] = [];
+    const app = Fastify({ loggerInstance: pino({ level: 'debug' }, memoryDestination(logs)) });
+    // Hands the request stream to the handler as the body, so it reads it itself.
+    app.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));
+    await app.register(fastifyDeadline, options as never);
+    for (const route of routes) {
+      app.route({
+        method: route.method,
+        url: route.path,
+        handler: async (req, reply) => {
+          await route.handler({
+            deadline: req.deadline as NonNullable<typeof req.deadline>,
+            body: route.method === 'POST' ? (req.body as Readable) : undefined,
+            reply(status, body, headers) {
+              reply
+                .code(status)
+                .headers(headers ?? {})
+                .send(body);
+            },
+            async stream(status, chunks) {
+              reply.code(status).type('text/plain').send(Readable.from(chunks));
+              await finished(reply.raw);
+            },
+          });
+        },
+      });
+    }
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    return { url, logs, close: () => app.close() };
+  },
+};
+
+conformanceSuite(fastifyHarness);
+
+describe('fastify plugin', () => {
+  it('is a fastify-plugin, default and named export', () => {
+    expect(named).toBe(fastifyDeadline);
+    expect((fastifyDeadline as unknown as Record<symbol, unknown>)[Symbol.for('skip-override')]).toBe(true);
+  });
+
+  it('checks its options at registration, naming the option', async () => {
+    const app = Fastify();
+    app.register(fastifyDeadline, { defaultMs: 0 });
+    await expect(app.ready()).rejects.toThrow(InvalidArgumentError);
+    const other = Fastify();
+    other.register(fastifyDeadline, { serviceName: 'a b' });
+    await expect(other.ready()).rejects.toThrow(/serviceName must be/);
+  });
+
+  it('checks a route’s config.deadline when the route is added', async () => {
+    const app = Fastify();
+    await app.register(fastifyDeadline, { maxMs: 1_000 });
+    expect(() => app.get('/bad', { config: { deadline: { defaultMs: 5_000 } } }, async () => 'x')).toThrow(
+      /route GET \/bad: config.deadline.defaultMs must be at most maxMs \(1000\); received 5000/,
+    );
+  });
+
+  describe('per-route limits and logging', () => {
+    const logs: LogLine[] = [];
+    const app = Fastify({
+      loggerInstance: pino({ level: 'info', mixin: deadlineMixin() }, memoryDestination(logs)),
+    });
+    let url = '';
+    beforeAll(async () => {
+      await app.register(fastifyDeadline, { serviceName: 'gateway', defaultMs: 2_000, maxMs: 4_000 });
+      app.get('/report', { config: { deadline: { defaultMs: 300, maxMs: 500 } } }, async (req) => {
+        req.log.info('building the report');
+        return { budgetMs: req.deadline?.budget.budgetMs };
+      });
+      app.get('/plain', async (req) => ({ budgetMs: req.deadline?.budget.budgetMs }));
+      url = await app.listen({ port: 0, host: '127.0.0.1' });
+    });
+    afterAll(() => app.close());
+
+    it('uses the route’s SLA for its default and its maximum', async () => {
+      const report = await request(`${url}/report`);
+      expect(await report.body.json()).toEqual({ budgetMs: 300 });
+      const clamped = await request(`${url}/report`, { headers: { 'x-request-deadline': '3000' } });
+      expect(await clamped.body.json()).toEqual({ budgetMs: 500 });
+      const plain = await request(`${url}/plain`, { headers: { 'x-request-deadline': '3000' } });
+      expect(await plain.body.json()).toEqual({ budgetMs: 3_000 });
+    });
+
+    it('request.log lines inside the handler carry the trace id, hop, budget and time left', async () => {
+      const res = await request(`${url}/report`, {
+        headers: { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' },
+      });
+      await res.body.dump();
+      const line = logs.findLast((l) => l.msg === 'building the report');
+      expect(line).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', hop: 'gateway', budgetMs: 300 });
+      expect(line?.remainingMs as number).toBeLessThanOrEqual(300);
+      expect(line?.reqId).toBeDefined(); // fastify's own bindings are kept
+      const end = logs.findLast((l) => l.msg === 'deadline: ok' && l.path === '/report');
+      expect(end).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', outcome: 'ok', budgetMs: 300 });
+    });
+  });
+});

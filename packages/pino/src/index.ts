@@ -1,0 +1,7 @@
+/**
+ * `@deadline/pino` — a pino mixin that puts the current request's trace id, hop, budget and remaining time
+ * on every log line written inside a deadline context.
+ * @packageDocumentation
+ */
+
+export { type DeadlineLogFields, type DeadlineMixinOptions, deadlineMixin } from './mixin.js';

@@ -1,0 +1,82 @@
+/**
+ * The budget one request runs with: the caller's (if trusted and valid), else the route's default, clamped
+ * to the route's maximum.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import {
+  type BudgetHeader,
+  type BudgetParser,
+  createBudgetParser,
+  type IgnoredHeader,
+  MAX_TIMER_DELAY_MS,
+} from '@deadline/core';
+import type { ResolvedLimits, ResolvedOptions } from './options.js';
+
+/**
+ * Where a request's budget came from and what was done to it — the facts its log line reports.
+ *
+ * @example
+ * ```ts
+ * const { budgetMs, source, header, requestedMs } = request.deadline.budget;
+ * ```
+ */
+export interface RequestBudget {
+  /** The budget the request runs with, in ms. */
+  budgetMs: number;
+  /** `header`: the caller's; `default`: the route's (no trusted, valid header). */
+  source: 'header' | 'default';
+  /** The header it came from, with its raw value. */
+  header: BudgetHeader | undefined;
+  value: string | undefined;
+  /** What the caller asked for, when more than the route's `maxMs` allowed. */
+  requestedMs: number | undefined;
+  /** Whether the caller's headers were honoured (`trust`). */
+  trusted: boolean;
+  /** Budget headers present but refused, with the reason. */
+  ignored: readonly IgnoredHeader[];
+}
+
+/** @internal One parser per service: its dialects are fixed at registration, the clamp is per route. */
+export function createParser(options: ResolvedOptions<never>): BudgetParser {
+  return createBudgetParser({ dialects: options.dialects, absolute: options.absolute, maxMs: MAX_TIMER_DELAY_MS });
+}
+
+const NO_IGNORED: readonly IgnoredHeader[] = Object.freeze([]);
+
+/** @internal */
+export function resolveBudget(
+  headers: IncomingHttpHeaders,
+  trusted: boolean,
+  parse: BudgetParser,
+  limits: ResolvedLimits,
+): RequestBudget {
+  if (trusted) {
+    const parsed = parse(headers);
+    if (parsed.budgetMs !== undefined) {
+      const clamped = parsed.budgetMs > limits.maxMs;
+      return {
+        budgetMs: clamped ? limits.maxMs : parsed.budgetMs,
+        source: 'header',
+        header: parsed.header,
+        value: parsed.value,
+        requestedMs: clamped ? parsed.budgetMs : parsed.requestedMs,
+        trusted,
+        ignored: parsed.ignored,
+      };
+    }
+    return defaultBudget(limits, trusted, parsed.ignored);
+  }
+  return defaultBudget(limits, trusted, NO_IGNORED);
+}
+
+function defaultBudget(limits: ResolvedLimits, trusted: boolean, ignored: readonly IgnoredHeader[]): RequestBudget {
+  return {
+    budgetMs: limits.defaultMs,
+    source: 'default',
+    header: undefined,
+    value: undefined,
+    requestedMs: undefined,
+    trusted,
+    ignored,
+  };
+}

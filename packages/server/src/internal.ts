@@ -1,0 +1,11 @@
+/**
+ * `@deadline/server/internal` — the request lifecycle for this project's framework adapters. No semver promise.
+ * @packageDocumentation
+ */
+
+export { createParser, resolveBudget } from './budget.js';
+export { emitInContext } from './events-in-context.js';
+export { type ResolvedLimits, type ResolvedOptions, resolveLimits, resolveOptions } from './options.js';
+export { rawHost } from './raw-host.js';
+export { type RequestHost, RequestState, startRequest } from './request-deadline.js';
+export { type DeadlineAnswer, deadlineAnswer, silenceLateWrites, writeAnswer } from './respond.js';

@@ -1,0 +1,102 @@
+/**
+ * For services without a framework: wrap a plain `node:http` request handler.
+ */
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { findDeadlineError } from '@deadline/core';
+import { checkObject, monotonicNow } from '@deadline/core/internal';
+import { createParser, resolveBudget } from './budget.js';
+import { emitInContext } from './events-in-context.js';
+import { type DeadlineServerOptions, type LineLogger, type ResolvedOptions, resolveOptions } from './options.js';
+import { rawHost } from './raw-host.js';
+import { type RequestDeadline, type RequestState, startRequest } from './request-deadline.js';
+import { deadlineAnswer, writeAnswer } from './respond.js';
+
+/**
+ * Options of {@link deadlineHandler}: the server options, plus where to log.
+ *
+ * @example
+ * ```ts
+ * const options: DeadlineHandlerOptions = { serviceName: 'orders', defaultMs: 2_000, logger: pino() };
+ * ```
+ */
+export interface DeadlineHandlerOptions extends DeadlineServerOptions<IncomingMessage> {
+  /** Logger for the end-of-request line (a pino logger fits). Default: none. */
+  logger?: LineLogger | undefined;
+}
+
+/** The request as a wrapped handler sees it: `req.deadline` is set. @example `(req: DeadlineRequest, res) => res.end(String(req.deadline.remainingMs()))` */
+export type DeadlineRequest = IncomingMessage & { deadline: RequestDeadline };
+
+/**
+ * Wraps a `node:http` request handler so that each request runs inside its own deadline context: budget from
+ * the caller's headers or `defaultMs`, 504 when it runs out, work cancelled when the client leaves, one log line
+ * per request. A returned promise that rejects with a deadline error answers 504 (499 for a cancellation);
+ * any other rejection answers 500.
+ *
+ * @example
+ * ```ts
+ * import { createServer } from 'node:http';
+ * import { deadlineHandler } from '@deadline/server';
+ *
+ * createServer(
+ *   deadlineHandler(async (req, res) => {
+ *     const stock = await fetch('http://inventory/stock', { signal: req.deadline.context.signal });
+ *     res.end(await stock.text());
+ *   }, { serviceName: 'orders', defaultMs: 2_000 }),
+ * ).listen(3000);
+ * ```
+ */
+export function deadlineHandler(
+  handler: (req: DeadlineRequest, res: ServerResponse) => unknown,
+  options?: DeadlineHandlerOptions,
+): RequestListener {
+  const resolved = resolveOptions<IncomingMessage>(options);
+  const logger = checkObject('logger', options?.logger) as LineLogger | undefined;
+  const host = rawHost(logger);
+  const parse = createParser(resolved as ResolvedOptions<never>);
+  const trust = resolved.trust;
+
+  return function handleWithDeadline(req: IncomingMessage, res: ServerResponse): void {
+    const arrivedAt = monotonicNow();
+    const budget = resolveBudget(req.headers, trust === undefined || trust(req), parse, resolved.limits);
+    const state = startRequest(req, res, resolved as never, host, budget, arrivedAt);
+    (req as DeadlineRequest).deadline = state;
+    if (state.outcome !== undefined) return;
+    emitInContext(req, state);
+    emitInContext(res, state);
+    state.context.run(invoke, handler, req as DeadlineRequest, res, state);
+  };
+}
+
+function invoke(
+  handler: (req: DeadlineRequest, res: ServerResponse) => unknown,
+  req: DeadlineRequest,
+  res: ServerResponse,
+  state: RequestState,
+): void {
+  let result: unknown;
+  try {
+    result = handler(req, res);
+  } catch (error) {
+    fail(state, error);
+    return;
+  }
+  if (result instanceof Promise) result.catch((error: unknown) => fail(state, error));
+}
+
+function fail(state: RequestState, error: unknown): void {
+  const typed = findDeadlineError(error);
+  state.recordError(typed);
+  if (typed !== undefined) {
+    const answer = deadlineAnswer(typed, state.budget.budgetMs, monotonicNow() - state.arrivedAt, state.options.hop);
+    if (writeAnswer(state.res, answer, typed)) state.answeredWith = answer.statusCode;
+    return;
+  }
+  if (!state.res.headersSent) {
+    state.res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });
+    state.res.end('Internal Server Error');
+  } else if (!state.res.writableEnded) {
+    state.res.destroy(error instanceof Error ? error : undefined);
+  }
+  state.host.logger(state)?.warn({ err: error, hop: state.options.hop }, 'deadline: the handler failed');
+}

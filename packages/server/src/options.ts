@@ -1,0 +1,151 @@
+/**
+ * The options a service gives its deadline middleware, checked once at registration: every error names the
+ * option and the value received.
+ */
+import type { IncomingMessage } from 'node:http';
+import { ALL_DIALECTS, type DeadlineDialect, type DeadlineExceededError, InvalidArgumentError } from '@deadline/core';
+import { checkFunction, checkHop, checkNumber, checkObject, MAX_TIMER_DELAY_MS } from '@deadline/core/internal';
+
+/**
+ * A route's service-level budget. Each field falls back to the service-wide option, then to the default.
+ *
+ * @example
+ * ```ts
+ * const reports: RouteLimits = { defaultMs: 5_000, maxMs: 10_000 };
+ * ```
+ */
+export interface RouteLimits {
+  /** Budget when no (trusted) header came, in ms. Default 15,000 (Envoy's default route timeout). */
+  defaultMs?: number | undefined;
+  /** A caller can never ask for more, in ms. Default 60,000. */
+  maxMs?: number | undefined;
+  /** Below this the request is refused at once with 504: work that cannot finish is not started. Default 10. */
+  minMs?: number | undefined;
+}
+
+/** Route limits after checking, every field set. @internal */
+export interface ResolvedLimits {
+  defaultMs: number;
+  maxMs: number;
+  minMs: number;
+}
+
+/** What the `onExpire` hook receives. @example `onExpire: ({ hop, budgetMs }) => metrics.expired(hop, budgetMs)` */
+export interface ExpiredEvent {
+  /** The request (Node's `IncomingMessage`). */
+  req: IncomingMessage;
+  /** This hop's name. */
+  hop: string;
+  /** The budget the request ran with, in ms. */
+  budgetMs: number;
+  /** Time since the request arrived, in ms. */
+  elapsedMs: number;
+  /** The error the context's signal aborted with. */
+  error: DeadlineExceededError;
+}
+
+/** The subset of a pino logger the end-of-request line needs. @example `logger: pino()` */
+export interface LineLogger {
+  info(object: object, message: string): void;
+  warn(object: object, message: string): void;
+  debug?(object: object, message: string): void;
+}
+
+/**
+ * Options of the server adapters (`@deadline/fastify`, `@deadline/express`, `deadlineHandler`).
+ *
+ * @example
+ * ```ts
+ * const options: DeadlineServerOptions = {
+ *   serviceName: 'orders',
+ *   defaultMs: 2_000,
+ *   maxMs: 10_000,
+ *   trust: (req) => req.socket.remoteAddress === '127.0.0.1',
+ * };
+ * ```
+ */
+export interface DeadlineServerOptions<Req = IncomingMessage> extends RouteLimits {
+  /** This hop's name, for logs and `X-Deadline-Exceeded-By` (1–128 visible ASCII characters). Default `'service'`. */
+  serviceName?: string | undefined;
+  /** Header dialects to accept. Default all: `deadline`, `grpc`, `connect`, `envoy`. */
+  headers?: readonly DeadlineDialect[] | undefined;
+  /** Also accept `X-Request-Deadline-At` (epoch ms), minus `skewMs`. Default off. */
+  absolute?: { skewMs: number } | false | undefined;
+  /**
+   * Whether to honour this caller's deadline headers. For untrusted callers they are ignored and the route's
+   * `defaultMs` applies. Default: trust every caller (their budget is clamped to `maxMs` either way).
+   */
+  trust?: ((req: Req) => boolean) | undefined;
+  /** Called when a request's deadline passes before its response was sent. A throwing hook is logged, never fatal. */
+  onExpire?: ((event: ExpiredEvent) => void) | undefined;
+  /** Level of the end-of-request line for requests that ended in time (`false`: no line for those). Default `'info'`. */
+  logLevel?: 'info' | 'debug' | false | undefined;
+}
+
+/** @internal Options after checking, with defaults applied. */
+export interface ResolvedOptions<Req> {
+  hop: string;
+  limits: ResolvedLimits;
+  dialects: readonly DeadlineDialect[];
+  absolute: { skewMs: number } | false;
+  trust: ((req: Req) => boolean) | undefined;
+  onExpire: ((event: ExpiredEvent) => void) | undefined;
+  logLevel: 'info' | 'debug' | false;
+}
+
+const DEFAULT_LIMITS: ResolvedLimits = Object.freeze({ defaultMs: 15_000, maxMs: 60_000, minMs: 10 });
+
+/**
+ * Checks route limits and fills them from `base`. Throws `InvalidArgumentError` naming the option.
+ * @internal
+ */
+export function resolveLimits(
+  limits: RouteLimits | undefined,
+  base: ResolvedLimits = DEFAULT_LIMITS,
+  prefix = '',
+): ResolvedLimits {
+  const given = checkObject(`${prefix}limits`, limits) as RouteLimits | undefined;
+  const range = { min: 1, max: MAX_TIMER_DELAY_MS };
+  const maxMs = checkNumber(`${prefix}maxMs`, given?.maxMs, range) ?? base.maxMs;
+  // A route that only lowers maxMs lowers its default with it.
+  const defaultMs = checkNumber(`${prefix}defaultMs`, given?.defaultMs, range) ?? Math.min(base.defaultMs, maxMs);
+  const minMs =
+    checkNumber(`${prefix}minMs`, given?.minMs, { min: 0, max: MAX_TIMER_DELAY_MS }) ?? Math.min(base.minMs, defaultMs);
+  if (defaultMs > maxMs) {
+    throw new InvalidArgumentError(`${prefix}defaultMs`, `at most maxMs (${maxMs})`, defaultMs);
+  }
+  if (minMs > defaultMs) {
+    throw new InvalidArgumentError(`${prefix}minMs`, `at most defaultMs (${defaultMs})`, minMs);
+  }
+  return { defaultMs, maxMs, minMs };
+}
+
+/**
+ * Checks the service-wide options once, at registration.
+ * @internal
+ */
+export function resolveOptions<Req>(options: DeadlineServerOptions<Req> | undefined): ResolvedOptions<Req> {
+  const given = (checkObject('options', options) ?? {}) as DeadlineServerOptions<Req>;
+  const dialects = given.headers ?? ALL_DIALECTS;
+  if (!Array.isArray(dialects) || dialects.some((d) => !ALL_DIALECTS.includes(d))) {
+    throw new InvalidArgumentError('headers', `an array of ${ALL_DIALECTS.map((d) => `'${d}'`).join(', ')}`, dialects);
+  }
+  const absolute = given.absolute ?? false;
+  if (absolute !== false) {
+    checkObject('absolute', absolute);
+    checkNumber('absolute.skewMs', absolute.skewMs, { optional: false, max: 60_000 });
+  }
+  const logLevel = given.logLevel ?? 'info';
+  if (logLevel !== 'info' && logLevel !== 'debug' && logLevel !== false) {
+    throw new InvalidArgumentError('logLevel', "'info', 'debug' or false", logLevel);
+  }
+  return {
+    hop: checkHop(given.serviceName, 'serviceName') ?? 'service',
+    limits: resolveLimits(given),
+    dialects,
+    absolute,
+    trust: checkFunction<(req: Req) => boolean>('trust', given.trust),
+    onExpire: checkFunction<(event: ExpiredEvent) => void>('onExpire', given.onExpire),
+    logLevel,
+  };
+}

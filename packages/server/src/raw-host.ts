@@ -1,0 +1,24 @@
+/**
+ * The host for adapters that answer on Node's raw response (express, plain node:http).
+ */
+import type { CancelledError, DeadlineExceededError } from '@deadline/core';
+import { monotonicNow } from '@deadline/core/internal';
+import type { LineLogger } from './options.js';
+import type { RequestHost, RequestState } from './request-deadline.js';
+import { deadlineAnswer, writeAnswer } from './respond.js';
+
+/**
+ * @internal Answers on `state.res` directly. Logs with `req.log` when a middleware put one there (pino-http),
+ * else with `logger`.
+ */
+export function rawHost(logger: LineLogger | undefined): RequestHost {
+  return {
+    logger(state: RequestState): LineLogger | undefined {
+      return (state.req as { log?: LineLogger }).log ?? logger;
+    },
+    answer(state: RequestState, error: DeadlineExceededError | CancelledError): boolean {
+      const answer = deadlineAnswer(error, state.budget.budgetMs, monotonicNow() - state.arrivedAt, state.options.hop);
+      return writeAnswer(state.res, answer, error);
+    },
+  };
+}

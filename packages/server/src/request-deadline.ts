@@ -1,0 +1,326 @@
+/**
+ * One request's deadline on a server hop, from arrival to the end-of-request log line. Adapters translate
+ * their host's hooks into three calls: `startRequest()` when the request arrives, `ctx.run()` around the
+ * handler chain, and nothing else — the response's `close` event ends it.
+ *
+ * The reliable end signal is the response's `close` event: without `writableFinished` it means the client
+ * left before the answer (fastify 5's `request.signal` and `onRequestAbort` were seen to misfire for POSTs).
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  CancelledError,
+  createContext,
+  DEADLINE_EXCEEDED_BY_HEADER,
+  Deadline,
+  type DeadlineContext,
+  DeadlineExceededError,
+  findDeadlineError,
+  type OwnedContext,
+  type StopReason,
+  traceFrom,
+} from '@deadline/core';
+import { monotonicNow } from '@deadline/core/internal';
+import type { RequestBudget } from './budget.js';
+import { publishRequestEnd } from './diagnostics.js';
+import type { LineLogger, ResolvedLimits, ResolvedOptions } from './options.js';
+
+/**
+ * How a request ended, for its log line: in time (`ok`), out of time (`deadline_exceeded`), its client left or
+ * it was cancelled (`cancelled`), or it failed otherwise (`error`, a 5xx).
+ *
+ * @example
+ * ```ts
+ * if (request.deadline?.outcome === 'deadline_exceeded') metrics.increment('expired');
+ * ```
+ */
+export type RequestOutcome = 'ok' | 'deadline_exceeded' | 'cancelled' | 'error';
+
+/**
+ * The end-of-request log line, one per request per hop.
+ *
+ * @example
+ * ```ts
+ * diagnostics.subscribe('deadline:server:request', (line) => metrics.observe(line as RequestLine));
+ * ```
+ */
+export interface RequestLine {
+  traceId: string;
+  hop: string;
+  method: string;
+  /** The request path, without the query string (which may carry secrets). */
+  path: string;
+  /** Where the budget came from: a header name, or `default`. */
+  budgetSource: string;
+  /** The raw header value, when the budget came from a header. */
+  budgetHeader: string | undefined;
+  /** The budget the request ran with, in ms. */
+  budgetMs: number;
+  /** What the caller asked for, when it was clamped to the route's maximum. */
+  clampedFromMs: number | undefined;
+  /** Whether the caller's deadline headers were honoured. */
+  trusted: boolean;
+  elapsedMs: number;
+  statusCode: number;
+  outcome: RequestOutcome;
+  /** The hop whose deadline fired, when the outcome is `deadline_exceeded`. */
+  exceededBy: string | undefined;
+}
+
+/**
+ * A request's deadline as handlers see it (`request.deadline` in fastify, `req.deadline` in express).
+ *
+ * @example
+ * ```ts
+ * app.get('/stock', async (request) => {
+ *   request.log.info({ left: request.deadline.remainingMs() }, 'checking stock');
+ * });
+ * ```
+ */
+export interface RequestDeadline {
+  /** The request's context: its deadline, trace, hop and signal. */
+  readonly context: DeadlineContext;
+  /** The request's deadline, anchored when it arrived. */
+  readonly deadline: Deadline;
+  /** Where the budget came from and what was done to it. */
+  readonly budget: RequestBudget;
+  /** Milliseconds left. */
+  remainingMs(): number;
+  /** How it ended; `undefined` while it runs. */
+  readonly outcome: RequestOutcome | undefined;
+}
+
+/** What an adapter supplies, once per service: how to answer on its host, and where to log. @internal */
+export interface RequestHost {
+  /** Answers 504 (or 499) now, through the host; returns whether an answer was sent. */
+  answer(state: RequestState, error: DeadlineExceededError | CancelledError): boolean;
+  /** The logger for the request's end-of-request line, if any (looked up when the line is written). */
+  logger(state: RequestState): LineLogger | undefined;
+}
+
+/** @internal */
+export class RequestState implements RequestDeadline {
+  context: OwnedContext;
+  budget: RequestBudget;
+  outcome: RequestOutcome | undefined;
+  exceededBy: string | undefined;
+  /** Status of the answer this hop gave for the handler (504/499), if it did. */
+  answeredWith: number | undefined;
+  readonly arrivedAt: number;
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly options: ResolvedOptions<never>;
+  readonly host: RequestHost;
+  /** The adapter's own per-request object (fastify: the reply). */
+  readonly hostData: unknown;
+  #unsubscribe: () => void;
+  readonly #root: OwnedContext;
+
+  constructor(
+    req: IncomingMessage,
+    res: ServerResponse,
+    options: ResolvedOptions<never>,
+    host: RequestHost,
+    budget: RequestBudget,
+    arrivedAt: number,
+    hostData: unknown,
+  ) {
+    this.req = req;
+    this.res = res;
+    this.options = options;
+    this.host = host;
+    this.hostData = hostData;
+    this.budget = budget;
+    this.arrivedAt = arrivedAt;
+    this.#root = createContext({
+      root: true,
+      deadline: Deadline.at(arrivedAt + budget.budgetMs, arrivedAt),
+      trace: traceFrom(req.headers.traceparent, req.headers.tracestate),
+      hop: options.hop,
+    });
+    this.context = this.#root;
+    this.#unsubscribe = this.context.onStop((reason) => this.#stopped(reason));
+  }
+
+  get deadline(): Deadline {
+    return this.context.deadline;
+  }
+
+  remainingMs(): number {
+    return this.context.deadline.remainingMs();
+  }
+
+  /**
+   * Narrows the deadline to a route's limits (express: a router's own middleware after the app's). The
+   * earlier deadline wins; the request keeps one owner, one close listener and one log line.
+   */
+  narrow(budget: RequestBudget): void {
+    const narrowed = createContext({ deadline: Deadline.at(this.arrivedAt + budget.budgetMs, this.arrivedAt) });
+    // Created as a child of the current context: run it from there.
+    if (narrowed.deadline === this.context.deadline) {
+      narrowed.end();
+      return;
+    }
+    this.#unsubscribe();
+    this.context = narrowed;
+    this.budget = budget;
+    this.#unsubscribe = narrowed.onStop((reason) => this.#stopped(reason));
+  }
+
+  /** Refuses the request at once: its budget is below the route's minimum. */
+  refuse(): void {
+    const error = new DeadlineExceededError({
+      budgetMs: this.budget.budgetMs,
+      elapsedMs: monotonicNow() - this.arrivedAt,
+      phase: 'before-call',
+      target: this.options.hop,
+      hop: this.options.hop,
+      message: `not starting: ${Math.floor(this.budget.budgetMs)} ms left, this route needs at least ${this.options.limits.minMs} ms`,
+    });
+    // Not an expiry (no onExpire): the caller arrived with too little time.
+    this.#unsubscribe();
+    this.#answer(error);
+    this.context.cancel(error);
+  }
+
+  #stopped(reason: StopReason): void {
+    if (reason instanceof DeadlineExceededError) {
+      this.#answer(reason);
+      this.#notifyExpire(reason);
+    } else if (reason.reason !== 'context-ended') {
+      this.outcome ??= 'cancelled';
+      if (reason.reason !== 'client-disconnected') this.#answer(reason);
+    }
+  }
+
+  #answer(error: DeadlineExceededError | CancelledError): void {
+    if (this.outcome !== undefined && this.answeredWith !== undefined) return;
+    const answered = this.host.answer(this, error);
+    if (error instanceof DeadlineExceededError) {
+      this.outcome = 'deadline_exceeded';
+      this.exceededBy = error.hop ?? this.options.hop;
+    } else {
+      this.outcome ??= 'cancelled';
+    }
+    if (answered) this.answeredWith = error instanceof DeadlineExceededError ? 504 : 499;
+  }
+
+  /**
+   * Records that a deadline error (or a cancellation) escaped the handler and was answered through the host's
+   * error handling, so the log line says so. Other errors are left for the status code to tell.
+   */
+  recordError(error: unknown): void {
+    const typed = findDeadlineError(error);
+    if (typed instanceof DeadlineExceededError) {
+      this.outcome ??= 'deadline_exceeded';
+      this.exceededBy ??= typed.hop ?? this.options.hop;
+    } else if (typed !== undefined) {
+      this.outcome ??= 'cancelled';
+    }
+  }
+
+  #notifyExpire(error: DeadlineExceededError): void {
+    const hook = this.options.onExpire;
+    if (hook === undefined) return;
+    try {
+      hook({
+        req: this.req,
+        hop: this.options.hop,
+        budgetMs: this.budget.budgetMs,
+        elapsedMs: monotonicNow() - this.arrivedAt,
+        error,
+      });
+    } catch (hookError) {
+      this.#log('warn', { err: hookError, hop: this.options.hop }, 'deadline: the onExpire hook threw');
+    }
+  }
+
+  /** The response closed: classify, cancel work left running if the client went away, end, log. */
+  finish(): void {
+    this.#unsubscribe();
+    const res = this.res;
+    if (!res.writableFinished && this.outcome === undefined) {
+      this.outcome = 'cancelled';
+      this.#root.cancel(
+        new CancelledError('the client closed the connection before the response', { reason: 'client-disconnected' }),
+      );
+    }
+    const statusCode = this.answeredWith ?? res.statusCode;
+    if (this.outcome === undefined) {
+      // Answered through the framework's error handling: our errors carry status 504 and the header.
+      const exceededBy = res.getHeader(DEADLINE_EXCEEDED_BY_HEADER);
+      if (statusCode === 504 && typeof exceededBy === 'string') {
+        this.outcome = 'deadline_exceeded';
+        this.exceededBy = exceededBy;
+      } else {
+        this.outcome = statusCode === 499 ? 'cancelled' : statusCode >= 500 ? 'error' : 'ok';
+      }
+    }
+    this.#root.end();
+    this.#writeLine(statusCode);
+  }
+
+  #writeLine(statusCode: number): void {
+    const budget = this.budget;
+    const line: RequestLine = {
+      traceId: this.#root.trace?.traceId as string,
+      hop: this.options.hop,
+      method: this.req.method ?? 'GET',
+      path: pathOf(this.req.url),
+      budgetSource: budget.header ?? 'default',
+      budgetHeader: budget.value,
+      budgetMs: Math.round(budget.budgetMs),
+      clampedFromMs: budget.requestedMs === undefined ? undefined : Math.round(budget.requestedMs),
+      trusted: budget.trusted,
+      elapsedMs: Math.round((monotonicNow() - this.arrivedAt) * 10) / 10,
+      statusCode,
+      outcome: this.outcome as RequestOutcome,
+      exceededBy: this.exceededBy,
+    };
+    publishRequestEnd(line);
+    if (this.outcome === 'ok' || this.outcome === 'cancelled') {
+      const level = this.options.logLevel;
+      if (level !== false) this.#log(level, line, `deadline: ${line.outcome}`);
+    } else {
+      this.#log('warn', line, `deadline: ${line.outcome}`);
+    }
+  }
+
+  #log(level: 'info' | 'debug' | 'warn', line: object, message: string): void {
+    const logger = this.host.logger(this);
+    if (logger === undefined) return;
+    try {
+      if (level === 'debug') logger.debug?.(line, message);
+      else logger[level](line, message);
+    } catch {
+      // A broken logger must not break the response path.
+    }
+  }
+}
+
+function pathOf(url: string | undefined): string {
+  if (url === undefined) return '/';
+  const query = url.indexOf('?');
+  return query === -1 ? url : url.slice(0, query);
+}
+
+/**
+ * Starts a request's deadline: budget from headers (if trusted) or the route default, clamped, anchored at
+ * `arrivedAt` on the monotonic clock. Registers the response's `close` listener that ends it.
+ * Returns the state; when `state.outcome` is already set, the request was refused and the handler must not run.
+ * @internal
+ */
+export function startRequest(
+  req: IncomingMessage,
+  res: ServerResponse,
+  options: ResolvedOptions<never>,
+  host: RequestHost,
+  budget: RequestBudget,
+  arrivedAt: number,
+  limits: ResolvedLimits = options.limits,
+  hostData?: unknown,
+): RequestState {
+  const state = new RequestState(req, res, options, host, budget, arrivedAt, hostData);
+  res.once('close', () => state.finish());
+  if (budget.budgetMs < limits.minMs) state.refuse();
+  return state;
+}

@@ -1,0 +1,372 @@
+/**
+ * The behaviour every server adapter must show, through a real listening server and a real HTTP client
+ * (undici). Each adapter's test file runs it with its own harness.
+ */
+import diagnostics from 'node:diagnostics_channel';
+import { once } from 'node:events';
+import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  CancelledError,
+  currentContext,
+  currentDeadline,
+  DeadlineExceededError,
+  type StopReason,
+} from '@deadline/core';
+import { Agent, request } from 'undici';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { BAD_BUDGET_VALUES } from '../../core/test/fixtures/bad-budget-values.ts';
+import { type ExpiredEvent, REQUEST_END_CHANNEL, type RequestLine } from '../src/index.ts';
+import { deadlineLines, type Harness, type Io, type Route, type Running } from './harness.ts';
+
+const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+
+function deferred<T = void>() {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+/** Resolves with the next end-of-request line for `path` (published when the response closes). */
+function nextLine(path: string): Promise<RequestLine> {
+  return new Promise((resolve) => {
+    const listener = (message: unknown) => {
+      const line = message as RequestLine;
+      if (line.path !== path) return;
+      diagnostics.unsubscribe(REQUEST_END_CHANNEL, listener);
+      listeners.delete(listener);
+      resolve(line);
+    };
+    listeners.add(listener);
+    diagnostics.subscribe(REQUEST_END_CHANNEL, listener);
+  });
+}
+const listeners = new Set<(m: unknown) => void>();
+
+/** The facts a handler reports about the context it runs in. */
+async function describeContext(io: Io) {
+  const ctx = currentContext();
+  return {
+    inContext: ctx === io.deadline.context,
+    budgetMs: io.deadline.budget.budgetMs,
+    source: io.deadline.budget.source,
+    remainingMs: io.deadline.remainingMs(),
+    traceId: ctx?.trace?.traceId,
+    hop: ctx?.hop,
+  };
+}
+
+export function conformanceSuite(harness: Harness): void {
+  describe(`${harness.name}: deadline server conformance`, () => {
+    let server: Running;
+    const agent = new Agent({ keepAliveTimeout: 10, keepAliveMaxTimeout: 10 });
+    const seen = new Map<string, unknown>();
+    const signals: Record<string, ReturnType<typeof deferred<StopReason>>> = {};
+    const started: Record<string, ReturnType<typeof deferred<void>>> = {};
+    const lateSend = deferred();
+    const handlerRuns = { refused: 0 };
+
+    const routes: Route[] = [
+      { method: 'GET', path: '/context', handler: async (io) => io.reply(200, await describeContext(io)) },
+      {
+        method: 'GET',
+        path: '/refused',
+        handler: async (io) => {
+          handlerRuns.refused++;
+          io.reply(200, {});
+        },
+      },
+      {
+        method: 'GET',
+        path: '/slow',
+        handler: async (io) => {
+          const signal = io.deadline.context.signal as AbortSignal;
+          signals.slow = deferred<StopReason>();
+          signal.addEventListener('abort', () => signals.slow?.resolve(signal.reason), { once: true });
+          // Ignores the signal on purpose: a handler that keeps working past its deadline, then answers late.
+          await sleep(400);
+          io.reply(200, { late: true });
+          lateSend.resolve();
+        },
+      },
+      {
+        method: 'GET',
+        path: '/throws-downstream',
+        handler: async () => {
+          throw new DeadlineExceededError({ phase: 'during-call', whose: 'downstream:inventory', budgetMs: 80 });
+        },
+      },
+      {
+        method: 'GET',
+        path: '/throws-cancelled',
+        handler: async () => {
+          throw new CancelledError('stopped on purpose');
+        },
+      },
+      ...(['GET', 'POST'] as const).map((method) => ({
+        method,
+        path: `/wait-${method.toLowerCase()}`,
+        handler: async (io: Io) => {
+          const key = `wait-${method}`;
+          const signal = io.deadline.context.signal as AbortSignal;
+          signals[key] = deferred<StopReason>();
+          signal.addEventListener('abort', () => signals[key]?.resolve(signal.reason), { once: true });
+          started[key]?.resolve();
+          await once(signal, 'abort');
+          io.reply(200, {});
+        },
+      })),
+      {
+        method: 'POST',
+        path: '/continuity',
+        handler: async (io) => {
+          const ctx = currentContext();
+          const deadline = currentDeadline();
+          const checks: boolean[] = [];
+          const check = () => checks.push(currentContext() === ctx && currentDeadline() === deadline);
+          check();
+          await sleep(5);
+          check();
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          check();
+          let bytes = 0;
+          for await (const chunk of io.body as Readable) {
+            bytes += (chunk as Buffer).length;
+            check();
+          }
+          seen.set('continuity', { bytes, checks });
+          await io.stream(
+            200,
+            (async function* () {
+              for (let i = 0; i < 5; i++) {
+                await sleep(10);
+                yield `${ctx?.trace?.traceId}:${currentContext() === ctx && currentDeadline() === deadline}\n`;
+              }
+            })(),
+          );
+        },
+      },
+    ];
+
+    beforeAll(async () => {
+      server = await harness.start(
+        {
+          serviceName: 'orders',
+          defaultMs: 1_500,
+          maxMs: 5_000,
+          minMs: 20,
+          trust: (req: { headers: Record<string, unknown> }) => req.headers['x-untrusted'] === undefined,
+          onExpire: (event: ExpiredEvent) => {
+            seen.set('expired', event);
+            if (event.req.headers['x-throwing-hook'] !== undefined) throw new Error('hook bug');
+          },
+        } as never,
+        routes,
+      );
+    });
+    afterAll(async () => {
+      await server.close();
+      await agent.close();
+    });
+    afterEach(() => {
+      for (const listener of listeners) diagnostics.unsubscribe(REQUEST_END_CHANNEL, listener);
+      listeners.clear();
+    });
+
+    const get = (path: string, headers: Record<string, string> = {}, signal?: AbortSignal) =>
+      request(`${server.url}${path}`, { headers, dispatcher: agent, ...(signal ? { signal } : {}) });
+
+    it('runs the handler inside the request context, with the caller’s budget', async () => {
+      const line = nextLine('/context');
+      const res = await get('/context', { 'x-request-deadline': '800', traceparent: TRACEPARENT });
+      const body = (await res.body.json()) as Awaited<ReturnType<typeof describeContext>>;
+      expect(res.statusCode).toBe(200);
+      expect(body).toMatchObject({ inContext: true, budgetMs: 800, source: 'header', hop: 'orders' });
+      expect(body.traceId).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
+      expect(body.remainingMs).toBeGreaterThan(0);
+      expect(body.remainingMs).toBeLessThanOrEqual(800);
+      // In time: no deadline headers added to the answer.
+      expect(Object.keys(res.headers).filter((h) => h.startsWith('x-deadline'))).toEqual([]);
+      expect(await line).toMatchObject({
+        traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+        hop: 'orders',
+        budgetSource: 'x-request-deadline',
+        budgetHeader: '800',
+        budgetMs: 800,
+        outcome: 'ok',
+        statusCode: 200,
+        trusted: true,
+      });
+    });
+
+    it('uses the smallest budget among header dialects, the default without one, and clamps to maxMs', async () => {
+      const smallest = await get('/context', { 'x-request-deadline': '900', 'grpc-timeout': '700m' });
+      expect(((await smallest.body.json()) as { budgetMs: number }).budgetMs).toBe(700);
+      const none = await get('/context');
+      const noneBody = (await none.body.json()) as { budgetMs: number; source: string; traceId: string };
+      expect(noneBody).toMatchObject({ budgetMs: 1_500, source: 'default' });
+      expect(noneBody.traceId).toMatch(/^[0-9a-f]{32}$/);
+      const line = nextLine('/context');
+      const clamped = await get('/context', { 'x-request-deadline': '999999' });
+      expect(((await clamped.body.json()) as { budgetMs: number }).budgetMs).toBe(5_000);
+      expect(await line).toMatchObject({ budgetMs: 5_000, clampedFromMs: 999_999 });
+    });
+
+    it('ignores the headers of untrusted callers: the route default applies', async () => {
+      const line = nextLine('/context');
+      const res = await get('/context', { 'x-request-deadline': '300', 'x-untrusted': '1' });
+      expect(((await res.body.json()) as { budgetMs: number }).budgetMs).toBe(1_500);
+      expect(await line).toMatchObject({ trusted: false, budgetSource: 'default' });
+    });
+
+    it('falls back to the default for every bad header value and never crashes', async () => {
+      // undici refuses to send some values (control characters, non-Latin-1): those cannot reach a server.
+      const sendable = BAD_BUDGET_VALUES.filter((v) => /^[\t\x20-\x7e\x80-\xff]*$/.test(v));
+      expect(sendable.length).toBeGreaterThan(30);
+      for (const value of sendable) {
+        const res = await get('/context', { 'x-request-deadline': value, 'grpc-timeout': value });
+        expect(res.statusCode, value).toBe(200);
+        expect(((await res.body.json()) as { budgetMs: number }).budgetMs, value).toBe(1_500);
+      }
+    });
+
+    it('refuses a budget below minMs at once with 504, without running the handler', async () => {
+      const line = nextLine('/refused');
+      const res = await get('/refused', { 'x-request-deadline': '5' });
+      expect(res.statusCode).toBe(504);
+      expect(res.headers['x-deadline-exceeded-by']).toBe('orders');
+      expect(await res.body.json()).toMatchObject({ error: 'deadline_exceeded', budgetMs: 5, exceededBy: 'orders' });
+      expect(handlerRuns.refused).toBe(0);
+      expect(await line).toMatchObject({ outcome: 'deadline_exceeded', statusCode: 504 });
+    });
+
+    it('answers 504 when the deadline passes, aborts the context, and drops the late answer quietly', async () => {
+      const line = nextLine('/slow');
+      const startedAt = performance.now();
+      const res = await get('/slow', { 'x-request-deadline': '120' });
+      const took = performance.now() - startedAt;
+      expect(res.statusCode).toBe(504);
+      expect(res.headers['x-deadline-exceeded-by']).toBe('orders');
+      expect(res.headers['content-type']).toMatch(/^application\/json/);
+      const body = (await res.body.json()) as Record<string, unknown>;
+      expect(body).toMatchObject({ error: 'deadline_exceeded', budgetMs: 120, exceededBy: 'orders' });
+      expect(body.elapsedMs as number).toBeGreaterThanOrEqual(119);
+      expect(took).toBeGreaterThanOrEqual(115);
+      expect(took).toBeLessThan(2_000); // generous: a busy machine
+      const reason = await signals.slow?.promise;
+      expect(reason).toBeInstanceOf(DeadlineExceededError);
+      expect(await line).toMatchObject({ outcome: 'deadline_exceeded', exceededBy: 'orders', statusCode: 504 });
+      expect(seen.get('expired')).toMatchObject({ hop: 'orders', budgetMs: 120 });
+      await lateSend.promise;
+      await sleep(20); // let a late write's error, if any, surface (it must not)
+      // Our one line, and nothing from the host about the late answer.
+      const noisy = server.logs.filter(
+        (l) => l.level >= 40 && !(typeof l.msg === 'string' && l.msg.startsWith('deadline:')),
+      );
+      expect(noisy).toEqual([]);
+      // Still serving.
+      expect((await get('/context')).statusCode).toBe(200);
+    });
+
+    it('keeps answering 504 when the onExpire hook throws, and logs the hook’s failure', async () => {
+      const res = await get('/slow', { 'x-request-deadline': '60', 'x-throwing-hook': '1' });
+      expect(res.statusCode).toBe(504);
+      await res.body.dump();
+      expect(deadlineLines(server.logs).some((l) => l.msg === 'deadline: the onExpire hook threw')).toBe(true);
+    });
+
+    it('turns a DeadlineExceededError escaping the handler into a 504 naming whose deadline it was', async () => {
+      const line = nextLine('/throws-downstream');
+      const res = await get('/throws-downstream');
+      expect(res.statusCode).toBe(504);
+      expect(res.headers['x-deadline-exceeded-by']).toBe('inventory');
+      const body = (await res.body.json()) as Record<string, unknown>;
+      if (harness.ownErrorBody) expect(body).toMatchObject({ error: 'deadline_exceeded', exceededBy: 'inventory' });
+      else expect(body).toMatchObject({ statusCode: 504, code: 'ERR_DEADLINE_EXCEEDED' });
+      expect(await line).toMatchObject({ outcome: 'deadline_exceeded', exceededBy: 'inventory' });
+    });
+
+    it('turns a CancelledError escaping the handler into a 499', async () => {
+      const line = nextLine('/throws-cancelled');
+      const res = await get('/throws-cancelled');
+      expect(res.statusCode).toBe(499);
+      await res.body.dump();
+      expect(await line).toMatchObject({ outcome: 'cancelled' });
+    });
+
+    for (const method of ['GET', 'POST'] as const) {
+      it(`cancels the context with CancelledError when the client disconnects (${method})`, async () => {
+        const key = `wait-${method}`;
+        started[key] = deferred();
+        const path = `/wait-${method.toLowerCase()}`;
+        const line = nextLine(path);
+        const client = new AbortController();
+        const response = request(`${server.url}${path}`, {
+          method,
+          dispatcher: agent,
+          signal: client.signal,
+          headers: { 'x-request-deadline': '4000', 'content-type': 'application/octet-stream' },
+          ...(method === 'POST' ? { body: Buffer.alloc(1024, 1) } : {}),
+        }).catch((error: unknown) => error);
+        await started[key]?.promise;
+        client.abort();
+        await response;
+        const reason = await signals[key]?.promise;
+        expect(reason).toBeInstanceOf(CancelledError);
+        expect((reason as CancelledError).reason).toBe('client-disconnected');
+        expect(await line).toMatchObject({ outcome: 'cancelled' });
+      });
+    }
+
+    it('keeps one context through awaits, timers, a slow chunked body and a streamed response', async () => {
+      const chunk = Buffer.alloc(30 * 1024, 7);
+      async function* slowBody() {
+        for (let i = 0; i < 10; i++) {
+          await sleep(100); // 300 KB over ~1 s
+          yield chunk;
+        }
+      }
+      const res = await request(`${server.url}/continuity`, {
+        method: 'POST',
+        dispatcher: agent,
+        headers: { 'content-type': 'application/octet-stream', 'x-request-deadline': '4000', traceparent: TRACEPARENT },
+        body: Readable.from(slowBody()),
+      });
+      expect(res.statusCode).toBe(200);
+      const lines = (await res.body.text()).trim().split('\n');
+      expect(lines).toEqual(Array(5).fill('4bf92f3577b34da6a3ce929d0e0e4736:true'));
+      const { bytes, checks } = seen.get('continuity') as { bytes: number; checks: boolean[] };
+      expect(bytes).toBe(300 * 1024);
+      expect(checks.length).toBeGreaterThan(5);
+      expect(checks.every(Boolean)).toBe(true);
+    });
+
+    it('1,000 expiring requests leave no open handles and no listener growth', async () => {
+      const own = new Agent({ keepAliveTimeout: 10, keepAliveMaxTimeout: 10, connections: 50 });
+      const before = process.getActiveResourcesInfo().length;
+      const listenersBefore = process.listenerCount('warning') + process.listenerCount('unhandledRejection');
+      const statuses = new Map<number, number>();
+      for (let batch = 0; batch < 20; batch++) {
+        const results = await Promise.all(
+          Array.from({ length: 50 }, () =>
+            request(`${server.url}/slow`, { headers: { 'x-request-deadline': '25' }, dispatcher: own }).then(
+              async (res) => {
+                await res.body.dump();
+                return res.statusCode;
+              },
+            ),
+          ),
+        );
+        for (const status of results) statuses.set(status, (statuses.get(status) ?? 0) + 1);
+      }
+      expect(Object.fromEntries(statuses)).toEqual({ 504: 1_000 });
+      await sleep(450); // the handlers' own 400 ms waits finish (they answer late, quietly)
+      await own.close();
+      const after = process.getActiveResourcesInfo().length;
+      expect(after).toBeLessThanOrEqual(before);
+      expect(process.listenerCount('warning') + process.listenerCount('unhandledRejection')).toBe(listenersBefore);
+    });
+  });
+}

@@ -1,0 +1,60 @@
+/**
+ * What the conformance suite needs from a server adapter: start a real listening server with the adapter and
+ * some generic routes, translated into the host's idiom. Shared by the node:http, fastify and express tests.
+ */
+import type { Readable } from 'node:stream';
+import { Writable } from 'node:stream';
+import type { DeadlineServerOptions, RequestDeadline } from '../src/index.ts';
+
+/** What a generic route handler can do, whatever the host. */
+export interface Io {
+  deadline: RequestDeadline;
+  /** The request body as a stream (POST with application/octet-stream), else undefined. */
+  body: Readable | undefined;
+  /** Answers with a JSON body, the host's way (fastify reply.send, express res.json, node res.end). */
+  reply(status: number, body: unknown, headers?: Record<string, string>): void;
+  /** Streams a text response the host's way; resolves when it is written. */
+  stream(status: number, chunks: AsyncIterable<string>): Promise<void>;
+}
+
+export type Handler = (io: Io) => Promise<void>;
+
+export interface Route {
+  method: 'GET' | 'POST';
+  path: string;
+  handler: Handler;
+}
+
+export interface LogLine {
+  level: number;
+  msg?: string;
+  [field: string]: unknown;
+}
+
+export interface Running {
+  url: string;
+  logs: LogLine[];
+  close(): Promise<void>;
+}
+
+export interface Harness {
+  name: string;
+  /** Whether a deadline error escaping a handler is answered with this project's JSON body (else the host's). */
+  ownErrorBody: boolean;
+  start(options: DeadlineServerOptions<never>, routes: Route[]): Promise<Running>;
+}
+
+/** A pino destination that keeps parsed lines in memory. */
+export function memoryDestination(lines: LogLine[]): Writable {
+  return new Writable({
+    write(chunk, _encoding, done) {
+      for (const text of String(chunk).split('\n')) if (text.trim() !== '') lines.push(JSON.parse(text));
+      done();
+    },
+  });
+}
+
+/** Lines our server packages wrote. */
+export function deadlineLines(logs: LogLine[]): LogLine[] {
+  return logs.filter((line) => typeof line.msg === 'string' && line.msg.startsWith('deadline:'));
+}

@@ -1,0 +1,74 @@
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { type DeadlineHandlerOptions, type DeadlineRequest, deadlineHandler } from '../src/index.ts';
+import { conformanceSuite } from './conformance.ts';
+import { type Harness, type LogLine, memoryDestination } from './harness.ts';
+
+const nodeHarness: Harness = {
+  name: 'node:http (deadlineHandler)',
+  ownErrorBody: true,
+  async start(options, routes) {
+    const logs: LogLine[] = [];
+    const logger = pino({ level: 'debug' }, memoryDestination(logs));
+    const handler = deadlineHandler(
+      async (req: DeadlineRequest, res: ServerResponse) => {
+        const route = routes.find((r) => r.method === req.method && r.path === req.url?.split('?')[0]);
+        if (route === undefined) {
+          res.writeHead(404).end();
+          return;
+        }
+        await route.handler({
+          deadline: req.deadline,
+          body: req.method === 'POST' ? req : undefined,
+          reply(status, body, headers) {
+            res.writeHead(status, { 'content-type': 'application/json', ...headers });
+            res.end(JSON.stringify(body));
+          },
+          async stream(status, chunks) {
+            res.writeHead(status, { 'content-type': 'text/plain' });
+            await pipeline(Readable.from(chunks), res);
+          },
+        });
+      },
+      { ...(options as DeadlineHandlerOptions), logger },
+    );
+    const server = createServer(handler);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return {
+      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      logs,
+      close: () =>
+        new Promise<void>((resolve) => {
+          server.closeAllConnections();
+          server.close(() => resolve());
+        }),
+    };
+  },
+};
+
+conformanceSuite(nodeHarness);
+
+describe('deadlineHandler options', () => {
+  it('are checked at creation, naming the option and the value', () => {
+    const noop = () => {};
+    expect(() => deadlineHandler(noop, { defaultMs: -1 })).toThrow(/defaultMs must be a finite number between 1/);
+    expect(() => deadlineHandler(noop, { defaultMs: 9_000, maxMs: 5_000 })).toThrow(
+      /defaultMs must be at most maxMs \(5000\); received 9000/,
+    );
+    expect(() => deadlineHandler(noop, { serviceName: 'has space' })).toThrow(
+      /serviceName must be 1 to 128 visible ASCII/,
+    );
+    expect(() => deadlineHandler(noop, { headers: ['http2' as 'grpc'] })).toThrow(/headers must be an array of/);
+    expect(() => deadlineHandler(noop, { trust: 'yes' as never })).toThrow(/trust must be a function/);
+    expect(() => deadlineHandler(noop, { onExpire: 1 as never })).toThrow(/onExpire must be a function/);
+    expect(() => deadlineHandler(noop, { logLevel: 'loud' as never })).toThrow(/logLevel must be/);
+    expect(() => deadlineHandler(noop, { absolute: { skewMs: -1 } })).toThrow(/absolute.skewMs/);
+    expect(() => deadlineHandler(noop, { minMs: 100, defaultMs: 50 })).toThrow(/minMs must be at most defaultMs/);
+    // A route that only lowers maxMs lowers the default with it.
+    expect(() => deadlineHandler(noop, { maxMs: 100 })).not.toThrow();
+  });
+});
