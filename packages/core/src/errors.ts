@@ -64,6 +64,8 @@ function isInstance(cls: object, value: unknown): boolean {
 export abstract class DeadlineError extends Error {
   /** Stable, machine-readable code. */
   declare readonly code: ErrorCode;
+  /** The HTTP status to answer with (504, 499, 500); frameworks' default error handlers read it. */
+  abstract get statusCode(): number;
   static readonly [kBrandedClass]: ErrorCode | undefined = undefined;
 
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {

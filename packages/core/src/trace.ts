@@ -99,22 +99,50 @@ export function formatTraceparent(trace: TraceContext): string {
  */
 export function traceFrom(traceparent?: unknown, tracestate?: unknown): TraceContext {
   const parsed = parseTraceparent(traceparent);
-  if (parsed === undefined) {
+  if (parsed === undefined) return new Trace(undefined, undefined, NEW_TRACE_FLAGS, undefined);
+  return new Trace(parsed.traceId, parsed.parentId, parsed.flags, cleanTracestate(tracestate));
+}
+
+/**
+ * Ids are drawn when first read, not when the request arrives: most requests that log nothing and call
+ * nobody never need them, and drawing them is the largest cost of starting a context.
+ */
+class Trace implements TraceContext {
+  #traceId: string | undefined;
+  #spanId: string | undefined;
+  readonly parentId: string | undefined;
+  readonly flags: number;
+  readonly tracestate: string | undefined;
+
+  constructor(
+    traceId: string | undefined,
+    parentId: string | undefined,
+    flags: number,
+    tracestate: string | undefined,
+  ) {
+    this.#traceId = traceId;
+    this.parentId = parentId;
+    this.flags = flags;
+    this.tracestate = tracestate;
+  }
+
+  get traceId(): string {
+    return (this.#traceId ??= newTraceId());
+  }
+
+  get spanId(): string {
+    return (this.#spanId ??= newSpanId());
+  }
+
+  toJSON(): Record<string, unknown> {
     return {
-      traceId: newTraceId(),
-      spanId: newSpanId(),
-      parentId: undefined,
-      flags: NEW_TRACE_FLAGS,
-      tracestate: undefined,
+      traceId: this.traceId,
+      spanId: this.spanId,
+      parentId: this.parentId,
+      flags: this.flags,
+      tracestate: this.tracestate,
     };
   }
-  return {
-    traceId: parsed.traceId,
-    spanId: newSpanId(),
-    parentId: parsed.parentId,
-    flags: parsed.flags,
-    tracestate: cleanTracestate(tracestate),
-  };
 }
 
 function cleanTracestate(value: unknown): string | undefined {

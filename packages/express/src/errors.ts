@@ -28,11 +28,14 @@ export function deadlineErrors() {
   ): void {
     const typed = findDeadlineError(error);
     const state = req.deadline;
+    const known = state instanceof RequestState ? state : undefined;
+    // The hop already answered for this request (its deadline passed): the handler's late failure, often our
+    // own abort reaching it, says nothing new. Dropped quietly, as the late answer itself is.
+    if (typed !== undefined && known?.answeredWith !== undefined) return;
     if (typed === undefined || res.headersSent) {
       next(error);
       return;
     }
-    const known = state instanceof RequestState ? state : undefined;
     known?.recordError(typed);
     const fromError = typed instanceof DeadlineExceededError ? typed : undefined;
     const answer = deadlineAnswer(

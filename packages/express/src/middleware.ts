@@ -8,6 +8,7 @@ import type { DeadlineServerOptions, LineLogger, RequestDeadline } from '@deadli
 import {
   createParser,
   emitInContext,
+  isTrusted,
   RequestState,
   rawHost,
   resolveBudget,
@@ -62,17 +63,19 @@ export interface ExpressDeadlineOptions extends DeadlineServerOptions<IncomingMe
  */
 export function deadline(options?: ExpressDeadlineOptions) {
   const resolved = resolveOptions<IncomingMessage>(options);
-  const host = rawHost(checkObject('logger', options?.logger) as LineLogger | undefined);
+  const logger = checkObject('logger', options?.logger) as LineLogger | undefined;
+  const host = rawHost(logger);
   const parse = createParser(resolved as never);
   const trust = resolved.trust;
 
   return function deadlineMiddleware(req: Request, res: ServerResponse, next: Next): void {
-    const trusted = trust === undefined || trust(req);
+    const trusted = isTrusted(trust, req, (req as { log?: LineLogger }).log ?? logger, resolved.hop);
     const existing = req.deadline;
     if (existing instanceof RequestState) {
       // A router's own limits: narrow the running deadline, never extend it.
-      existing.narrow(resolveBudget(req.headers, trusted, parse, resolved.limits));
-      existing.context.run(next);
+      if (existing.narrow(resolveBudget(req.headers, trusted, parse, resolved.limits), resolved.limits.minMs)) {
+        existing.context.run(next);
+      }
       return;
     }
     const arrivedAt = monotonicNow();

@@ -133,6 +133,83 @@ for (const [name, framework] of [
       expect(end).toMatchObject({ path: '/plain', budgetMs: 900, traceId: '4bf92f3577b34da6a3ce929d0e0e4736' });
     });
 
+    it('a router’s minMs refuses a budget below it; its lines name the full path', async () => {
+      const app2 = framework();
+      const lines: LogLine[] = [];
+      app2.use(deadline({ serviceName: 'orders', logger: pino(memoryDestination(lines)) }));
+      const strict = framework.Router();
+      strict.use(deadline({ serviceName: 'orders', defaultMs: 1_000, minMs: 200 }));
+      let ran = 0;
+      strict.get('/x', (_req, res) => {
+        ran++;
+        res.json({});
+      });
+      app2.use('/strict', strict);
+      const { url: url2, server: server2 } = await listen(app2);
+      try {
+        const res = await request(`${url2}/strict/x?token=secret`, { headers: { 'x-request-deadline': '50' } });
+        expect(res.statusCode).toBe(504);
+        await res.body.dump();
+        expect(ran).toBe(0);
+        await new Promise((resolve) => setImmediate(resolve));
+        const line = lines.findLast((l) => typeof l.msg === 'string' && l.msg.startsWith('deadline:'));
+        expect(line).toMatchObject({ path: '/strict/x', outcome: 'deadline_exceeded' });
+      } finally {
+        await close(server2);
+      }
+    });
+
+    it('a handler’s late deadline error after the 504 goes nowhere; a throwing trust is reported, not fatal', async () => {
+      const app2 = framework();
+      const lines: LogLine[] = [];
+      const reached: unknown[] = [];
+      let lateFailure: () => void = () => {};
+      const failedLate = new Promise<void>((resolve) => {
+        lateFailure = resolve;
+      });
+      app2.use(
+        deadline({
+          serviceName: 'orders',
+          logger: pino(memoryDestination(lines)),
+          trust: (req) => {
+            if (req.headers['x-boom'] !== undefined) throw new Error('trust bug');
+            return true;
+          },
+        }),
+      );
+      app2.get('/late', (req, _res, next) => {
+        const signal = req.deadline?.context.signal as AbortSignal;
+        signal.addEventListener('abort', () => {
+          setTimeout(() => {
+            next(signal.reason); // what an aborted fetch would reject with
+            lateFailure();
+          }, 10);
+        });
+      });
+      app2.get('/ok', (req, res) =>
+        res.json({ budgetMs: req.deadline?.budget.budgetMs, trusted: req.deadline?.budget.trusted }),
+      );
+      app2.use(deadlineErrors());
+      app2.use((error: unknown, _req: unknown, _res: unknown, next: (e?: unknown) => void) => {
+        reached.push(error);
+        next(error);
+      });
+      const { url: url2, server: server2 } = await listen(app2);
+      try {
+        const res = await request(`${url2}/late`, { headers: { 'x-request-deadline': '50' } });
+        expect(res.statusCode).toBe(504);
+        await res.body.dump();
+        await failedLate;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        expect(reached).toEqual([]);
+        const ok = await request(`${url2}/ok`, { headers: { 'x-request-deadline': '700', 'x-boom': '1' } });
+        expect(await ok.body.json()).toEqual({ budgetMs: 15_000, trusted: false });
+        expect(lines.some((l) => l.msg === 'deadline: the trust hook threw')).toBe(true);
+      } finally {
+        await close(server2);
+      }
+    });
+
     it('without deadlineErrors(), express’s final handler still answers 504 with the header', async () => {
       const app2 = framework();
       app2.use(deadline({ serviceName: 'orders' }));

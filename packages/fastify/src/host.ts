@@ -44,7 +44,8 @@ export const fastifyHost: RequestHost = {
     }
     const answer = deadlineAnswer(error, state.budget.budgetMs, monotonicNow() - state.arrivedAt, state.options.hop);
     quietLateReplies(reply);
-    reply.code(answer.statusCode).headers(answer.headers).send(answer.body);
+    // Inside the request's context: onSend/onResponse hooks and fastify's own lines see its trace.
+    state.context.run(() => reply.code(answer.statusCode).headers(answer.headers).send(answer.body));
     return true;
   },
   logger(state: RequestState): LineLogger | undefined {

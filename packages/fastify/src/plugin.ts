@@ -7,6 +7,7 @@ import { monotonicNow } from '@deadline/core/internal';
 import type { DeadlineServerOptions, RequestDeadline, RouteLimits } from '@deadline/server';
 import {
   createParser,
+  isTrusted,
   type RequestState,
   type ResolvedLimits,
   resolveBudget,
@@ -70,16 +71,24 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
 
   fastify.decorateRequest('deadline', null);
 
+  if (fastify.printRoutes() !== '(empty tree)') {
+    fastify.log.warn(
+      '@deadline/fastify was registered after some routes: they run with its deadline, but their config.deadline is not read. Register the plugin before your routes.',
+    );
+  }
+  // fastify builds a fresh object on every `request.routeOptions` read: only read it if a route has limits.
+  let anyRouteLimits = false;
   fastify.addHook('onRoute', (route) => {
     const limits = route.config?.deadline;
-    if (limits !== undefined)
-      resolveLimits(limits, resolved.limits, `route ${route.method} ${route.url}: config.deadline.`);
+    if (limits === undefined) return;
+    resolveLimits(limits, resolved.limits, `route ${route.method} ${route.url}: config.deadline.`);
+    anyRouteLimits = true;
   });
 
   const onRequest: onRequestHookHandler = (request, reply, next) => {
     const arrivedAt = monotonicNow();
-    const limits = limitsOf(request.routeOptions.config as never);
-    const trusted = trust === undefined || trust(request);
+    const limits = anyRouteLimits ? limitsOf(request.routeOptions.config as never) : resolved.limits;
+    const trusted = isTrusted(trust, request, request.log, resolved.hop);
     const budget = resolveBudget(request.headers, trusted, parse, limits);
     const state = startRequest(
       request.raw,

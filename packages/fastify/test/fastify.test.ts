@@ -63,12 +63,59 @@ describe('fastify plugin', () => {
     await expect(other.ready()).rejects.toThrow(/serviceName must be/);
   });
 
+  it('warns when registered after routes (their config.deadline cannot be read)', async () => {
+    const logs: LogLine[] = [];
+    const app = Fastify({ loggerInstance: pino(memoryDestination(logs)) });
+    app.get('/early', async () => 'x');
+    await app.register(fastifyDeadline);
+    await app.ready();
+    expect(logs.some((l) => l.level === 40 && String(l.msg).includes('registered after some routes'))).toBe(true);
+    await app.close();
+  });
+
   it('checks a route’s config.deadline when the route is added', async () => {
     const app = Fastify();
     await app.register(fastifyDeadline, { maxMs: 1_000 });
     expect(() => app.get('/bad', { config: { deadline: { defaultMs: 5_000 } } }, async () => 'x')).toThrow(
       /route GET \/bad: config.deadline.defaultMs must be at most maxMs \(1000\); received 5000/,
     );
+  });
+
+  it('answers 504 at the deadline while fastify is still parsing a slowly uploaded JSON body', async () => {
+    const app = Fastify();
+    await app.register(fastifyDeadline, { serviceName: 'gateway' });
+    let handled = 0;
+    app.post('/orders', async () => {
+      handled++;
+      return { ok: true };
+    });
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      async function* slowJson() {
+        yield '{"items":[';
+        for (let i = 0; i < 8; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          yield `${i},`;
+        }
+        yield '0]}';
+      }
+      const startedAt = performance.now();
+      const res = await request(`${url}/orders`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-request-deadline': '200' },
+        body: Readable.from(slowJson()),
+      }).catch((error: unknown) => error);
+      const took = performance.now() - startedAt;
+      if (!(res instanceof Error)) {
+        expect((res as { statusCode: number }).statusCode).toBe(504);
+        await (res as { body: { dump(): Promise<void> } }).body.dump();
+      }
+      expect(took).toBeGreaterThanOrEqual(190);
+      expect(took).toBeLessThan(750);
+    } finally {
+      await app.close();
+    }
+    expect(handled).toBeLessThanOrEqual(1); // if the body still arrives, the handler's answer is dropped
   });
 
   describe('per-route limits and logging', () => {

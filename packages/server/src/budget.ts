@@ -10,7 +10,8 @@ import {
   type IgnoredHeader,
   MAX_TIMER_DELAY_MS,
 } from '@deadline/core';
-import type { ResolvedLimits, ResolvedOptions } from './options.js';
+import type { LineLogger, ResolvedLimits, ResolvedOptions } from './options.js';
+import { reportHookError } from './request-deadline.js';
 
 /**
  * Where a request's budget came from and what was done to it — the facts its log line reports.
@@ -34,6 +35,26 @@ export interface RequestBudget {
   trusted: boolean;
   /** Budget headers present but refused, with the reason. */
   ignored: readonly IgnoredHeader[];
+}
+
+/**
+ * Asks the service's `trust` predicate about a caller. A throwing predicate is reported and the caller is
+ * treated as untrusted (the route default applies): a user callback never breaks the request.
+ * @internal
+ */
+export function isTrusted<Req>(
+  trust: ((req: Req) => boolean) | undefined,
+  req: Req,
+  logger: LineLogger | undefined,
+  hop: string,
+): boolean {
+  if (trust === undefined) return true;
+  try {
+    return Boolean(trust(req));
+  } catch (error) {
+    reportHookError(logger, 'trust', error, hop);
+    return false;
+  }
 }
 
 /** @internal One parser per service: its dialects are fixed at registration, the clamp is per route. */

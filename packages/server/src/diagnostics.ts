@@ -10,6 +10,11 @@ export const REQUEST_END_CHANNEL = 'deadline:server:request';
 const requestEnd = diagnostics.channel(REQUEST_END_CHANNEL);
 
 /** @internal */
+export function hasRequestEndSubscribers(): boolean {
+  return requestEnd.hasSubscribers;
+}
+
+/** @internal */
 export function publishRequestEnd(line: RequestLine): void {
   if (requestEnd.hasSubscribers) requestEnd.publish(line);
 }

@@ -3,9 +3,9 @@
  * @packageDocumentation
  */
 
-export { createParser, resolveBudget } from './budget.js';
+export { createParser, isTrusted, resolveBudget } from './budget.js';
 export { emitInContext } from './events-in-context.js';
 export { type ResolvedLimits, type ResolvedOptions, resolveLimits, resolveOptions } from './options.js';
 export { rawHost } from './raw-host.js';
-export { type RequestHost, RequestState, startRequest } from './request-deadline.js';
+export { type RequestHost, RequestState, reportHookError, startRequest } from './request-deadline.js';
 export { type DeadlineAnswer, deadlineAnswer, silenceLateWrites, writeAnswer } from './respond.js';

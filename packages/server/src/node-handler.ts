@@ -4,7 +4,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { findDeadlineError } from '@deadline/core';
 import { checkObject, monotonicNow } from '@deadline/core/internal';
-import { createParser, resolveBudget } from './budget.js';
+import { createParser, isTrusted, resolveBudget } from './budget.js';
 import { emitInContext } from './events-in-context.js';
 import { type DeadlineServerOptions, type LineLogger, type ResolvedOptions, resolveOptions } from './options.js';
 import { rawHost } from './raw-host.js';
@@ -40,7 +40,7 @@ export type DeadlineRequest = IncomingMessage & { deadline: RequestDeadline };
  *
  * createServer(
  *   deadlineHandler(async (req, res) => {
- *     const stock = await fetch('http://inventory/stock', { signal: req.deadline.context.signal });
+ *     const stock = await fetch('http://inventory/stock', { signal: req.deadline.context.signal ?? null });
  *     res.end(await stock.text());
  *   }, { serviceName: 'orders', defaultMs: 2_000 }),
  * ).listen(3000);
@@ -58,7 +58,7 @@ export function deadlineHandler(
 
   return function handleWithDeadline(req: IncomingMessage, res: ServerResponse): void {
     const arrivedAt = monotonicNow();
-    const budget = resolveBudget(req.headers, trust === undefined || trust(req), parse, resolved.limits);
+    const budget = resolveBudget(req.headers, isTrusted(trust, req, logger, resolved.hop), parse, resolved.limits);
     const state = startRequest(req, res, resolved as never, host, budget, arrivedAt);
     (req as DeadlineRequest).deadline = state;
     if (state.outcome !== undefined) return;

@@ -49,6 +49,8 @@ export interface LineLogger {
   info(object: object, message: string): void;
   warn(object: object, message: string): void;
   debug?(object: object, message: string): void;
+  /** pino's: lets the line be skipped, not just dropped, when its level is off. */
+  isLevelEnabled?(level: string): boolean;
 }
 
 /**
@@ -78,7 +80,10 @@ export interface DeadlineServerOptions<Req = IncomingMessage> extends RouteLimit
   trust?: ((req: Req) => boolean) | undefined;
   /** Called when a request's deadline passes before its response was sent. A throwing hook is logged, never fatal. */
   onExpire?: ((event: ExpiredEvent) => void) | undefined;
-  /** Level of the end-of-request line for requests that ended in time (`false`: no line for those). Default `'info'`. */
+  /**
+   * Level of the end-of-request line for requests that ended in time or were cancelled (`false`: no line for
+   * those). Lines for `deadline_exceeded` and `error` are always written at `warn`. Default `'info'`.
+   */
   logLevel?: 'info' | 'debug' | false | undefined;
 }
 

@@ -18,7 +18,8 @@ export function rawHost(logger: LineLogger | undefined): RequestHost {
     },
     answer(state: RequestState, error: DeadlineExceededError | CancelledError): boolean {
       const answer = deadlineAnswer(error, state.budget.budgetMs, monotonicNow() - state.arrivedAt, state.options.hop);
-      return writeAnswer(state.res, answer, error);
+      // Inside the request's context, so lines the host logs while answering carry its trace.
+      return state.context.run(writeAnswer, state.res, answer, error);
     },
   };
 }

@@ -21,7 +21,7 @@ import {
 } from '@deadline/core';
 import { monotonicNow } from '@deadline/core/internal';
 import type { RequestBudget } from './budget.js';
-import { publishRequestEnd } from './diagnostics.js';
+import { hasRequestEndSubscribers, publishRequestEnd } from './diagnostics.js';
 import type { LineLogger, ResolvedLimits, ResolvedOptions } from './options.js';
 
 /**
@@ -153,28 +153,34 @@ export class RequestState implements RequestDeadline {
    * Narrows the deadline to a route's limits (express: a router's own middleware after the app's). The
    * earlier deadline wins; the request keeps one owner, one close listener and one log line.
    */
-  narrow(budget: RequestBudget): void {
+  narrow(budget: RequestBudget, minMs: number): boolean {
+    if (budget.budgetMs < minMs) {
+      this.budget = budget;
+      this.refuse(minMs);
+      return false;
+    }
     const narrowed = createContext({ deadline: Deadline.at(this.arrivedAt + budget.budgetMs, this.arrivedAt) });
     // Created as a child of the current context: run it from there.
     if (narrowed.deadline === this.context.deadline) {
       narrowed.end();
-      return;
+      return true;
     }
     this.#unsubscribe();
     this.context = narrowed;
     this.budget = budget;
     this.#unsubscribe = narrowed.onStop((reason) => this.#stopped(reason));
+    return true;
   }
 
   /** Refuses the request at once: its budget is below the route's minimum. */
-  refuse(): void {
+  refuse(minMs: number): void {
     const error = new DeadlineExceededError({
       budgetMs: this.budget.budgetMs,
       elapsedMs: monotonicNow() - this.arrivedAt,
       phase: 'before-call',
       target: this.options.hop,
       hop: this.options.hop,
-      message: `not starting: ${Math.floor(this.budget.budgetMs)} ms left, this route needs at least ${this.options.limits.minMs} ms`,
+      message: `not starting: ${Math.floor(this.budget.budgetMs)} ms left, this route needs at least ${minMs} ms`,
     });
     // Not an expiry (no onExpire): the caller arrived with too little time.
     this.#unsubscribe();
@@ -230,7 +236,7 @@ export class RequestState implements RequestDeadline {
         error,
       });
     } catch (hookError) {
-      this.#log('warn', { err: hookError, hop: this.options.hop }, 'deadline: the onExpire hook threw');
+      reportHookError(this.host.logger(this), 'onExpire', hookError, this.options.hop);
     }
   }
 
@@ -238,13 +244,15 @@ export class RequestState implements RequestDeadline {
   finish(): void {
     this.#unsubscribe();
     const res = this.res;
-    if (!res.writableFinished && this.outcome === undefined) {
+    const disconnected = !res.writableFinished && this.outcome === undefined;
+    if (disconnected) {
       this.outcome = 'cancelled';
       this.#root.cancel(
         new CancelledError('the client closed the connection before the response', { reason: 'client-disconnected' }),
       );
     }
-    const statusCode = this.answeredWith ?? res.statusCode;
+    // Logged as 499 when the client left first, as nginx and grpc-gateway do.
+    const statusCode = this.answeredWith ?? (disconnected ? 499 : res.statusCode);
     if (this.outcome === undefined) {
       // Answered through the framework's error handling: our errors carry status 504 and the header.
       const exceededBy = res.getHeader(DEADLINE_EXCEEDED_BY_HEADER);
@@ -260,12 +268,19 @@ export class RequestState implements RequestDeadline {
   }
 
   #writeLine(statusCode: number): void {
+    const outcome = this.outcome as RequestOutcome;
+    const level = outcome === 'ok' || outcome === 'cancelled' ? this.options.logLevel : 'warn';
+    const logger = level === false ? undefined : this.host.logger(this);
+    // Build the line only for someone: a logger that logs at this level, or a diagnostics subscriber.
+    const logs = logger !== undefined && enabled(logger, level as 'info' | 'debug' | 'warn');
+    if (!logs && !hasRequestEndSubscribers()) return;
     const budget = this.budget;
     const line: RequestLine = {
       traceId: this.#root.trace?.traceId as string,
       hop: this.options.hop,
       method: this.req.method ?? 'GET',
-      path: pathOf(this.req.url),
+      // express rewrites req.url inside mounted routers; originalUrl keeps what the client asked for.
+      path: pathOf((this.req as { originalUrl?: string }).originalUrl ?? this.req.url),
       budgetSource: budget.header ?? 'default',
       budgetHeader: budget.value,
       budgetMs: Math.round(budget.budgetMs),
@@ -273,20 +288,14 @@ export class RequestState implements RequestDeadline {
       trusted: budget.trusted,
       elapsedMs: Math.round((monotonicNow() - this.arrivedAt) * 10) / 10,
       statusCode,
-      outcome: this.outcome as RequestOutcome,
+      outcome,
       exceededBy: this.exceededBy,
     };
     publishRequestEnd(line);
-    if (this.outcome === 'ok' || this.outcome === 'cancelled') {
-      const level = this.options.logLevel;
-      if (level !== false) this.#log(level, line, `deadline: ${line.outcome}`);
-    } else {
-      this.#log('warn', line, `deadline: ${line.outcome}`);
-    }
+    if (logs) this.#log(logger, level as 'info' | 'debug' | 'warn', line, `deadline: ${outcome}`);
   }
 
-  #log(level: 'info' | 'debug' | 'warn', line: object, message: string): void {
-    const logger = this.host.logger(this);
+  #log(logger: LineLogger | undefined, level: 'info' | 'debug' | 'warn', line: object, message: string): void {
     if (logger === undefined) return;
     try {
       if (level === 'debug') logger.debug?.(line, message);
@@ -295,6 +304,35 @@ export class RequestState implements RequestDeadline {
       // A broken logger must not break the response path.
     }
   }
+}
+
+/**
+ * A user hook threw: logged when there is a logger, else a process warning — never silent, never fatal.
+ * @internal
+ */
+export function reportHookError(logger: LineLogger | undefined, hook: string, error: unknown, hop: string): void {
+  if (logger !== undefined) {
+    try {
+      logger.warn({ err: error, hop }, `deadline: the ${hook} hook threw`);
+      return;
+    } catch {
+      // fall through to the warning
+    }
+  }
+  process.emitWarning(`the ${hook} hook threw: ${error instanceof Error ? error.message : String(error)}`, {
+    type: 'DeadlineWarning',
+    code: 'DEADLINE_HOOK_THREW',
+  });
+}
+
+/**
+ * Whether `logger` would write at `level`: pino says so itself; otherwise a method named `noop` (a disabled
+ * pino level, fastify's logger when logging is off) writes nothing, so the line is not even built.
+ */
+function enabled(logger: LineLogger, level: 'info' | 'debug' | 'warn'): boolean {
+  if (typeof logger.isLevelEnabled === 'function') return logger.isLevelEnabled(level);
+  const method = logger[level];
+  return typeof method === 'function' && method.name !== 'noop';
 }
 
 function pathOf(url: string | undefined): string {
@@ -320,7 +358,8 @@ export function startRequest(
   hostData?: unknown,
 ): RequestState {
   const state = new RequestState(req, res, options, host, budget, arrivedAt, hostData);
-  res.once('close', () => state.finish());
-  if (budget.budgetMs < limits.minMs) state.refuse();
+  // `close` comes once per response; `on` spares the wrapper `once` would allocate per request.
+  res.on('close', () => state.finish());
+  if (budget.budgetMs < limits.minMs) state.refuse(limits.minMs);
   return state;
 }

@@ -72,3 +72,33 @@ describe('deadlineHandler options', () => {
     expect(() => deadlineHandler(noop, { maxMs: 100 })).not.toThrow();
   });
 });
+
+describe('deadlineHandler errors', () => {
+  it('answers 500 for other failures and logs them; a later request is served normally', async () => {
+    const logs: LogLine[] = [];
+    const server = createServer(
+      deadlineHandler(
+        async (req) => {
+          if (req.url === '/boom') throw new Error('boom');
+          if (req.url === '/sync') throw new TypeError('sync boom');
+          return undefined;
+        },
+        { serviceName: 'orders', logger: pino(memoryDestination(logs)) },
+      ),
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      for (const path of ['/boom', '/sync']) {
+        const res = await fetch(`${url}${path}`);
+        expect(res.status).toBe(500);
+        expect(await res.text()).toBe('Internal Server Error');
+      }
+      expect(logs.filter((l) => l.msg === 'deadline: the handler failed')).toHaveLength(2);
+      expect(logs.filter((l) => l.msg === 'deadline: error')).toHaveLength(2);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});

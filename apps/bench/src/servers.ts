@@ -1,0 +1,59 @@
+/**
+ * Hello-world servers, bare and with each library, one per process: AsyncLocalStorage's hooks are
+ * process-wide on Node 20, so a bare server must not share a process with an instrumented one.
+ * Each runs in its own process through server-process.ts.
+ */
+import type { Server } from 'node:http';
+import { deadline } from '@deadline/express';
+import { fastifyDeadline } from '@deadline/fastify';
+import { fastifyRequestContext } from '@fastify/request-context';
+import express from 'express';
+import Fastify from 'fastify';
+
+const hello = { hello: 'world' };
+
+export const VARIANTS = {
+  fastify: async () => {
+    const app = Fastify({ logger: false });
+    app.get('/', async () => hello);
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    return app.server;
+  },
+  'fastify + @deadline/fastify': async () => {
+    const app = Fastify({ logger: false });
+    await app.register(fastifyDeadline, { serviceName: 'bench' });
+    app.get('/', async () => hello);
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    return app.server;
+  },
+  'fastify + @fastify/request-context': async () => {
+    const app = Fastify({ logger: false });
+    await app.register(fastifyRequestContext);
+    app.get('/', async () => hello);
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    return app.server;
+  },
+  express: async () => {
+    const app = express();
+    app.get('/', (_req, res) => {
+      res.json(hello);
+    });
+    return listen(app);
+  },
+  'express + @deadline/express': async () => {
+    const app = express();
+    app.use(deadline({ serviceName: 'bench' }));
+    app.get('/', (_req, res) => {
+      res.json(hello);
+    });
+    return listen(app);
+  },
+} as const;
+
+export type Variant = keyof typeof VARIANTS;
+
+function listen(app: ReturnType<typeof express>): Promise<Server> {
+  return new Promise((resolve) => {
+    const server = app.listen(0, '127.0.0.1', () => resolve(server));
+  });
+}

@@ -1,0 +1,35 @@
+/**
+ * Benchmarks are not tests: this only checks that `npm run bench` runs (in its quick mode) and reports every
+ * row. The figures themselves come from full runs.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { expect, it } from 'vitest';
+
+const main = fileURLToPath(new URL('../dist/main.js', import.meta.url));
+
+it('the benchmark runs in quick mode and writes a report with every row', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'deadline-bench-'));
+  try {
+    await promisify(execFile)(process.execPath, [main, '--quick'], { cwd: dir, timeout: 120_000 });
+    const report = JSON.parse(await readFile(join(dir, 'bench-report.json'), 'utf8'));
+    expect(report.machine.node).toBe(process.version);
+    expect(report.overhead.map((row: { variant: string }) => row.variant)).toEqual([
+      'fastify',
+      'fastify + @deadline/fastify',
+      'fastify + @fastify/request-context',
+      'express',
+      'express + @deadline/express',
+    ]);
+    for (const row of report.overhead) {
+      expect(row.requestsPerSecond).toBeGreaterThan(0);
+      expect(row.ratio).toBeGreaterThan(0);
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}, 150_000);
