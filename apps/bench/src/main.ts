@@ -1,11 +1,13 @@
 /**
  * `npm run bench`: the benchmarks, printed as a table and written to bench-report.json.
  * `--quick` runs each once, briefly: a smoke test that they run, not a measurement.
+ * `--instructions` adds the overhead counted in instructions per request (valgrind; slow, steady).
  */
 
 import { spawnSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
+import { canCountInstructions, countInstructions } from './instructions.js';
 import { canPin, measureOverhead } from './overhead.js';
 
 // The load generator runs here; pin it to the core the servers do not use (see overhead.ts).
@@ -37,10 +39,27 @@ console.table(
     'min–max': row.spread.join('–'),
     'vs bare': row.ratio.toFixed(3),
     'ratio min–max': row.ratioSpread.map((r) => r.toFixed(2)).join('–'),
-    'p99 vs bare': row.p99Ratio.toFixed(3),
+    'p99 vs bare': row.p99Ratio?.toFixed(3) ?? '–',
     'CPU µs/req': row.cpuMicrosPerRequest ?? '–',
     'CPU vs bare': row.cpuRatio?.toFixed(3) ?? '–',
   })),
 );
-await writeFile('bench-report.json', `${JSON.stringify({ machine, options, overhead }, null, 2)}\n`);
+let instructions: Awaited<ReturnType<typeof countInstructions>> | undefined;
+if (process.argv.includes('--instructions')) {
+  if (!canCountInstructions()) {
+    console.log('\n--instructions: valgrind (callgrind) is not installed here; skipped.');
+  } else {
+    instructions = await countInstructions(quick ? 500 : 5_000, (line) => process.stderr.write(`\r${line.padEnd(70)}`));
+    process.stderr.write('\n');
+    console.log('\nServer overhead in instructions per request (callgrind; bare count ÷ this count):');
+    console.table(
+      instructions.map((row) => ({
+        variant: row.variant,
+        'instructions/req': row.instructionsPerRequest,
+        'vs bare': row.ratio.toFixed(3),
+      })),
+    );
+  }
+}
+await writeFile('bench-report.json', `${JSON.stringify({ machine, options, overhead, instructions }, null, 2)}\n`);
 console.log('written: bench-report.json');

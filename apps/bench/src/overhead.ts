@@ -34,7 +34,7 @@ export interface OverheadRow {
   /** Lowest and highest per-round ratio. */
   ratioSpread: [number, number];
   /** The baseline's p99 ÷ this p99, per round, median (1 = no added tail latency). */
-  p99Ratio: number;
+  p99Ratio: number | null;
   /**
    * Server CPU time per request (user + system, from /proc; µs), median. Time stolen by other tenants is not
    * charged to the process, so this moves less than throughput on a shared machine. `null` where /proc is absent.
@@ -160,7 +160,10 @@ export async function measureOverhead(
       p99Ms: median(own.map((s) => s.p99)),
       ratio: round3(median(ratios)),
       ratioSpread: [round3(Math.min(...ratios)), round3(Math.max(...ratios))],
-      p99Ratio: round3(median(own.map((s, i) => (base[i]?.p99 as number) / s.p99))),
+      // autocannon reports whole ms: a p99 of 0 (sub-millisecond) has no meaningful ratio.
+      p99Ratio: own.every((s, i) => s.p99 > 0 && (base[i]?.p99 ?? 0) > 0)
+        ? round3(median(own.map((s, i) => (base[i]?.p99 as number) / s.p99)))
+        : null,
       cpuMicrosPerRequest: cpus.length === 0 ? null : Math.round(median(cpus) * 10) / 10,
       cpuRatio: cpuRatios.length === 0 ? null : round3(median(cpuRatios)),
     };

@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { DeadlineExceededError, findDeadlineError } from '@deadline/core';
 import { monotonicNow } from '@deadline/core/internal';
 import { deadlineAnswer, RequestState, writeAnswer } from '@deadline/server/internal';
+import { stateOf } from './prototypes.js';
 
 /**
  * Returns the error middleware. Mount it after your routes. Errors that are not about a deadline pass on to
@@ -27,7 +28,7 @@ export function deadlineErrors() {
     next: (error?: unknown) => void,
   ): void {
     const typed = findDeadlineError(error);
-    const state = req.deadline;
+    const state = stateOf(req) ?? req.deadline;
     const known = state instanceof RequestState ? state : undefined;
     // The hop already answered for this request (its deadline passed): the handler's late failure, often our
     // own abort reaching it, says nothing new. Dropped quietly, as the late answer itself is.

@@ -9,12 +9,15 @@ import {
   createParser,
   emitInContext,
   isTrusted,
+  REQUEST_EVENTS,
+  RESPONSE_EVENTS,
   RequestState,
   rawHost,
   resolveBudget,
   resolveOptions,
   startRequest,
 } from '@deadline/server/internal';
+import { attach, stateOf } from './prototypes.js';
 
 /** The request as express gives it to a middleware; kept structural so express 4 and 5 types both fit. */
 type Request = IncomingMessage & { deadline?: RequestDeadline };
@@ -70,7 +73,7 @@ export function deadline(options?: ExpressDeadlineOptions) {
 
   return function deadlineMiddleware(req: Request, res: ServerResponse, next: Next): void {
     const trusted = isTrusted(trust, req, (req as { log?: LineLogger }).log ?? logger, resolved.hop);
-    const existing = req.deadline;
+    const existing = stateOf(req) ?? req.deadline;
     if (existing instanceof RequestState) {
       // A router's own limits: narrow the running deadline, never extend it.
       if (existing.narrow(resolveBudget(req.headers, trusted, parse, resolved.limits), resolved.limits.minMs)) {
@@ -81,10 +84,13 @@ export function deadline(options?: ExpressDeadlineOptions) {
     const arrivedAt = monotonicNow();
     const budget = resolveBudget(req.headers, trusted, parse, resolved.limits);
     const state = startRequest(req, res, resolved as never, host, budget, arrivedAt);
-    req.deadline = state;
+    if (!attach(req, res, state)) {
+      // Not express's objects (plain connect, a test double): wire this request's own objects instead.
+      req.deadline = state;
+      emitInContext(req, state, REQUEST_EVENTS);
+      emitInContext(res, state, RESPONSE_EVENTS);
+    }
     if (state.outcome !== undefined) return;
-    emitInContext(req, state);
-    emitInContext(res, state);
     state.context.run(next);
   };
 }

@@ -4,7 +4,7 @@
  */
 
 export { createParser, isTrusted, resolveBudget } from './budget.js';
-export { emitInContext } from './events-in-context.js';
+export { emitInContext, needsContext, REQUEST_EVENTS, RESPONSE_EVENTS } from './events-in-context.js';
 export { type ResolvedLimits, type ResolvedOptions, resolveLimits, resolveOptions } from './options.js';
 export { rawHost } from './raw-host.js';
 export { type RequestHost, RequestState, reportHookError, startRequest } from './request-deadline.js';
