@@ -211,15 +211,26 @@ export class Scope implements OwnedContext {
   }
 
   get stopReason(): StopReason | undefined {
-    if (this._state === ACTIVE) {
-      if (this.deadline.isExpired()) this._expire();
-      else {
-        const inherited = this.parent?._cancelledReason();
-        if (inherited === undefined) return undefined;
-        this._stop(inherited);
-      }
+    return this._check() > 0 ? undefined : this._reasonWhenStopped();
+  }
+
+  /**
+   * @internal One clock read: the time left (> 0) while live; 0 once stopped, after stopping the scope if its
+   * deadline has just passed or an ancestor was cancelled.
+   */
+  _check(): number {
+    if (this._state !== ACTIVE) return 0;
+    const remaining = this.deadline.remainingMs();
+    if (remaining <= 0) {
+      this._expire();
+      return 0;
     }
-    return this._reasonWhenStopped();
+    const inherited = this.parent?._cancelledReason();
+    if (inherited !== undefined) {
+      this._stop(inherited);
+      return 0;
+    }
+    return remaining;
   }
 
   get signal(): AbortSignal | undefined {
@@ -227,9 +238,9 @@ export class Scope implements OwnedContext {
     if (!this._stoppable) return undefined;
     const controller = new AbortController();
     this._controller = controller;
-    const reason = this.stopReason;
-    if (reason !== undefined) controller.abort(reason);
-    else this._watch(true);
+    const remaining = this._check();
+    if (remaining === 0) controller.abort(this._reasonWhenStopped());
+    else this._watch(true, remaining);
     return controller.signal;
   }
 
@@ -269,13 +280,13 @@ export class Scope implements OwnedContext {
   /** @internal Adds a listener; `needsTimer` is false for a child's link (its own timer fires no later). */
   _subscribe(listener: StopListener, needsTimer: boolean): () => void {
     if (!this._stoppable) return noop;
-    const reason = this.stopReason;
-    if (reason !== undefined) {
-      callGuarded(listener, reason);
+    const remaining = this._check();
+    if (remaining === 0) {
+      callGuarded(listener, this._reasonWhenStopped());
       return noop;
     }
     (this._listeners ??= []).push(listener);
-    this._watch(needsTimer);
+    this._watch(needsTimer, remaining);
     return () => this._unsubscribe(listener);
   }
 
@@ -300,16 +311,16 @@ export class Scope implements OwnedContext {
   }
 
   /** @internal Arms the timer (if asked and there is a deadline) and links to the parent's cancellation. */
-  _watch(needsTimer: boolean): void {
-    if (needsTimer && this._timer === undefined && !this.deadline.isNone) this._armTimer();
+  _watch(needsTimer: boolean, remaining: number): void {
+    if (needsTimer && this._timer === undefined && !this.deadline.isNone) this._armTimer(remaining);
     if (this._unlinkParent === undefined && this.parent !== undefined) {
       this._unlinkParent = this.parent._subscribe((reason) => this._stop(reason), false);
     }
   }
 
   /** @internal */
-  _armTimer(): void {
-    const timer = setTimeout(onScopeTimer, timerDelay(this.deadline.remainingMs()), this);
+  _armTimer(remaining: number = this.deadline.remainingMs()): void {
+    const timer = setTimeout(onScopeTimer, timerDelay(remaining), this);
     timer.unref();
     this._timer = timer;
   }

@@ -3,7 +3,7 @@
  * its context (`als.run`, never `enterWith`), and one `preValidation` hook that re-enters the context after
  * body parsing (the body's stream events arrive in the socket's context, not the request's).
  */
-import { monotonicNow } from '@deadline/core/internal';
+import { monotonicNow, storage } from '@deadline/core/internal';
 import type { DeadlineServerOptions, RequestDeadline, RouteLimits } from '@deadline/server';
 import {
   createParser,
@@ -108,7 +108,8 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
 
   const preValidation: preValidationHookHandler = (request, _reply, next) => {
     const state = request.deadline as RequestState | null;
-    if (state === null) next();
+    // Without a body to parse (a GET) the chain never left the context: no need to enter it again.
+    if (state === null || storage.getStore() === state.context) next();
     else state.context.run(next);
   };
 

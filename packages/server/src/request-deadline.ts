@@ -159,8 +159,8 @@ export class RequestState implements RequestDeadline {
       this.refuse(minMs);
       return false;
     }
+    // A child of the current (the request's) context: the earlier deadline wins, cancellation flows down.
     const narrowed = createContext({ deadline: Deadline.at(this.arrivedAt + budget.budgetMs, this.arrivedAt) });
-    // Created as a child of the current context: run it from there.
     if (narrowed.deadline === this.context.deadline) {
       narrowed.end();
       return true;
