@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { VARIANTS, type Variant } from './servers.js';
+import { BASELINE, VARIANTS, type Variant } from './servers.js';
 
 export interface InstructionsRow {
   variant: Variant;
@@ -20,14 +20,6 @@ export interface InstructionsRow {
   /** The baseline's count ÷ this one's (1 = no overhead). */
   ratio: number;
 }
-
-const BASELINE: Record<Variant, Variant> = {
-  fastify: 'fastify',
-  'fastify + @deadline/fastify': 'fastify',
-  'fastify + @fastify/request-context': 'fastify',
-  express: 'express',
-  'express + @deadline/express': 'express',
-};
 
 export function canCountInstructions(): boolean {
   return spawnSync('valgrind', ['--version']).status === 0 && spawnSync('callgrind_control', ['-h']).status !== null;

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { VARIANTS, type Variant } from './servers.js';
+import { BASELINE, VARIANTS, type Variant } from './servers.js';
 
 export interface OverheadOptions {
   rounds: number;
@@ -43,14 +43,6 @@ export interface OverheadRow {
   /** The baseline's CPU per request ÷ this one's, per round, median. */
   cpuRatio: number | null;
 }
-
-const BASELINE: Record<Variant, Variant> = {
-  fastify: 'fastify',
-  'fastify + @deadline/fastify': 'fastify',
-  'fastify + @fastify/request-context': 'fastify',
-  express: 'express',
-  'express + @deadline/express': 'express',
-};
 
 /** The server gets one core and the load generator the other, so they do not steal each other's time. */
 const SERVER_CPU = 0;

@@ -52,6 +52,15 @@ export const VARIANTS = {
 
 export type Variant = keyof typeof VARIANTS;
 
+/** What each variant is compared with: the same framework, bare. */
+export const BASELINE: Record<Variant, Variant> = {
+  fastify: 'fastify',
+  'fastify + @deadline/fastify': 'fastify',
+  'fastify + @fastify/request-context': 'fastify',
+  express: 'express',
+  'express + @deadline/express': 'express',
+};
+
 function listen(app: ReturnType<typeof express>): Promise<Server> {
   return new Promise((resolve) => {
     const server = app.listen(0, '127.0.0.1', () => resolve(server));
