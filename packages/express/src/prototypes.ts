@@ -56,6 +56,10 @@ export function attach(req: IncomingMessage, res: ServerResponse, state: Request
       get(this: object): RequestDeadline | undefined {
         return states.get(this);
       },
+      // Someone else's `req.deadline = …` must not throw: it becomes that request's own property, as before.
+      set(this: object, value: unknown) {
+        Object.defineProperty(this, 'deadline', { value, writable: true, configurable: true, enumerable: true });
+      },
     });
     wrapEmit(reqProto, REQUEST_EVENTS, (self) => states.get(self));
   }
