@@ -93,7 +93,7 @@ describe('fastify plugin', () => {
     try {
       async function* slowJson() {
         yield '{"items":[';
-        for (let i = 0; i < 8; i++) {
+        for (let i = 0; i < 30; i++) {
           await new Promise((resolve) => setTimeout(resolve, 100));
           yield `${i},`;
         }
@@ -111,7 +111,7 @@ describe('fastify plugin', () => {
         await (res as { body: { dump(): Promise<void> } }).body.dump();
       }
       expect(took).toBeGreaterThanOrEqual(190);
-      expect(took).toBeLessThan(750);
+      expect(took).toBeLessThan(2_500); // the upload takes 3 s
     } finally {
       await app.close();
     }
