@@ -33,16 +33,12 @@ export function checkName(option: string, value: unknown, optional = true): stri
  * (`X-Deadline-Exceeded-By`), where Node refuses anything else.
  */
 export function checkHop(value: unknown, option = 'hop'): string | undefined {
-  // A service passes the same hop name on every request: remember the last one that passed.
   if (value === undefined) return undefined;
-  if (value === lastHop) return lastHop;
   if (typeof value !== 'string' || !/^[\x21-\x7e]{1,128}$/.test(value)) {
     throw new InvalidArgumentError(option, '1 to 128 visible ASCII characters (it is sent in headers)', value);
   }
-  lastHop = value;
   return value;
 }
-let lastHop: string | undefined;
 
 /** Asserts `value` is a function, or `undefined` when optional. */
 export function checkFunction<F extends (...args: never[]) => unknown>(

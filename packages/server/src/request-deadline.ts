@@ -199,7 +199,7 @@ export class RequestState implements RequestDeadline {
   }
 
   #answer(error: DeadlineExceededError | CancelledError): void {
-    if (this.outcome !== undefined && this.answeredWith !== undefined) return;
+    if (this.answeredWith !== undefined) return;
     const answered = this.host.answer(this, error);
     if (error instanceof DeadlineExceededError) {
       this.outcome = 'deadline_exceeded';
