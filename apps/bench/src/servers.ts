@@ -3,6 +3,7 @@
  * process-wide on Node 20, so a bare server must not share a process with an instrumented one.
  * Each runs in its own process through server-process.ts.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Server } from 'node:http';
 import { deadline } from '@deadline/express';
 import { fastifyDeadline } from '@deadline/fastify';
@@ -33,6 +34,15 @@ export const VARIANTS = {
     await app.listen({ port: 0, host: '127.0.0.1' });
     return app.server;
   },
+  // The floor: the least any AsyncLocalStorage-based library can do — one `als.run` per request, nothing else.
+  'fastify + als.run only': async () => {
+    const app = Fastify({ logger: false });
+    const als = new AsyncLocalStorage<object>();
+    app.addHook('onRequest', (_request, _reply, next) => als.run({}, next));
+    app.get('/', async () => hello);
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    return app.server;
+  },
   express: async () => {
     const app = express();
     app.get('/', (_req, res) => {
@@ -48,6 +58,15 @@ export const VARIANTS = {
     });
     return listen(app);
   },
+  'express + als.run only': async () => {
+    const app = express();
+    const als = new AsyncLocalStorage<object>();
+    app.use((_req, _res, next) => als.run({}, next));
+    app.get('/', (_req, res) => {
+      res.json(hello);
+    });
+    return listen(app);
+  },
 } as const;
 
 export type Variant = keyof typeof VARIANTS;
@@ -57,8 +76,10 @@ export const BASELINE: Record<Variant, Variant> = {
   fastify: 'fastify',
   'fastify + @deadline/fastify': 'fastify',
   'fastify + @fastify/request-context': 'fastify',
+  'fastify + als.run only': 'fastify',
   express: 'express',
   'express + @deadline/express': 'express',
+  'express + als.run only': 'express',
 };
 
 function listen(app: ReturnType<typeof express>): Promise<Server> {

@@ -22,8 +22,10 @@ it('the benchmark runs in quick mode and writes a report with every row', async 
       'fastify',
       'fastify + @deadline/fastify',
       'fastify + @fastify/request-context',
+      'fastify + als.run only',
       'express',
       'express + @deadline/express',
+      'express + als.run only',
     ]);
     for (const row of report.overhead) {
       expect(row.requestsPerSecond).toBeGreaterThan(0);
