@@ -129,6 +129,8 @@ export interface CallStartMessage {
 export interface CallEndMessage extends CallStartMessage {
   elapsedMs: number;
   outcome: 'ok' | 'deadline_exceeded' | 'cancelled' | 'error';
+  /** The response's status, for transports that have one (HTTP). */
+  statusCode?: number | undefined;
   error?: unknown;
 }
 

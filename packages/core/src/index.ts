@@ -56,6 +56,7 @@ export {
   type TraceContext,
   traceFrom,
 } from './trace.js';
+export { parseExceededBy } from './wire/exceeded-by.js';
 export { type BudgetHeaders, formatBudgetHeaders } from './wire/format-budget.js';
 export { formatGrpcTimeout, parseGrpcTimeout } from './wire/grpc-timeout.js';
 export {

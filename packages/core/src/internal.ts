@@ -4,6 +4,7 @@
  * @packageDocumentation
  */
 
+export { type CallStopListener, OutgoingCall, type OutgoingCallOptions } from './call.js';
 export { MAX_TIMER_DELAY_MS, monotonicNow, timerDelay } from './clock.js';
 export { describeValue } from './describe-value.js';
 export {

@@ -3,6 +3,7 @@
  * its context (`als.run`, never `enterWith`), and one `preValidation` hook that re-enters the context after
  * body parsing (the body's stream events arrive in the socket's context, not the request's).
  */
+import { DeadlineExceededError, findDeadlineError, isDeadlineError } from '@deadline/core';
 import { monotonicNow, storage } from '@deadline/core/internal';
 import type { DeadlineServerOptions, RequestDeadline, RouteLimits } from '@deadline/server';
 import {
@@ -115,9 +116,12 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
   };
 
   // Deadline errors escaping a handler are answered by fastify's error handling (they carry statusCode 504/499
-  // and X-Deadline-Exceeded-By); this only notes it for the request's log line.
+  // and X-Deadline-Exceeded-By); this notes it for the request's log line. fastify runs onError hooks before
+  // the error handler, which is what lets a deadline error wrapped by someone else (global fetch's
+  // `TypeError: fetch failed`) lend the wrapper its status and header, so the answer still names the hop.
   const onError: onErrorHookHandler = (request, _reply, error, next) => {
     (request.deadline as RequestState | null)?.recordError(error);
+    lendStatus(error);
     next();
   };
 
@@ -144,3 +148,19 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
  * ```
  */
 export const fastifyDeadline = fp(plugin, { fastify: '5.x', name: '@deadline/fastify' });
+
+/** Gives an error that wraps a deadline error (and has no status of its own) that error's status and headers. */
+function lendStatus(error: Error & { statusCode?: unknown; status?: unknown }): void {
+  if (error.statusCode !== undefined || error.status !== undefined || isDeadlineError(error)) return;
+  const typed = findDeadlineError(error);
+  if (typed === undefined) return;
+  try {
+    Object.defineProperty(error, 'statusCode', { value: typed.statusCode, configurable: true, writable: true });
+    const headers = typed instanceof DeadlineExceededError ? typed.headers : undefined;
+    if (headers !== undefined) {
+      Object.defineProperty(error, 'headers', { value: headers, configurable: true, writable: true });
+    }
+  } catch {
+    // A frozen error keeps its 500.
+  }
+}

@@ -1,0 +1,215 @@
+/**
+ * One outgoing call, from "may it be made?" to its end, for every transport adapter (HTTP, Postgres, MySQL,
+ * Redis): the timeout and headers of `prepareCall`, one stop notification when the call must be cut off (its
+ * own timeout, the request's deadline, or the request cancelled), and the `deadline:call:*` events.
+ *
+ * Why in the core: the adapters differ only in how they abort; the timer, the listener on the request's
+ * context and the typed errors are the same everywhere, and must be disposed of the same way.
+ */
+import { monotonicNow, timerDelay } from './clock.js';
+import {
+  type CallEndMessage,
+  hasCallSubscribers,
+  publishCallEnd,
+  publishCallStart,
+  publishExceeded,
+} from './diagnostics.js';
+import { CancelledError, DeadlineExceededError } from './errors.js';
+import { type PrepareCallOptions, prepareCall } from './prepare-call.js';
+import type { Scope, StopReason } from './scope.js';
+import { storage } from './storage.js';
+import { formatBudgetHeaders } from './wire/format-budget.js';
+
+/** What the adapter learns when a call must stop: the error to abort it with. @internal */
+export type CallStopListener = (error: DeadlineExceededError | CancelledError) => void;
+
+/**
+ * Options of {@link OutgoingCall.start}: those of `prepareCall`, plus the budget to use outside a deadline
+ * context. @internal
+ */
+export interface OutgoingCallOptions extends PrepareCallOptions {
+  /** Budget for a call made outside any deadline (or under a context without one); unbounded if unset. */
+  defaultMs?: number | undefined;
+}
+
+const noop = () => {};
+
+/** @internal */
+export class OutgoingCall {
+  readonly target: string;
+  /** Whole ms this call may take (`undefined`: unbounded). */
+  readonly timeoutMs: number | undefined;
+  /** Headers to send, replacing any of the same name (budget and trace). */
+  readonly headers: Record<string, string>;
+  /** Time left on the request when the call started (`Infinity` without a deadline). */
+  readonly remainingMs: number;
+  readonly startedAt: number;
+  readonly #scope: Scope | undefined;
+  #listener: CallStopListener | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #unsubscribe: () => void = noop;
+  #stopped: DeadlineExceededError | CancelledError | undefined;
+  #ended = false;
+
+  private constructor(target: string, scope: Scope | undefined, options: OutgoingCallOptions | undefined) {
+    this.target = target;
+    this.#scope = scope;
+    this.startedAt = monotonicNow();
+    const defaultMs = options?.defaultMs;
+    if (defaultMs !== undefined && (scope === undefined || scope.deadline.isNone)) {
+      // No deadline to follow: the configured default is this call's budget, as if a request had brought it.
+      const timeoutMs = Math.floor(Math.min(defaultMs, options?.maxMs ?? defaultMs));
+      this.timeoutMs = timeoutMs;
+      this.remainingMs = Number.POSITIVE_INFINITY;
+      this.headers = {
+        ...prepareCall(target, options).headers,
+        ...formatBudgetHeaders(Math.max(1, timeoutMs), options?.dialects),
+      };
+    } else {
+      const prepared = prepareCall(target, options);
+      this.timeoutMs = prepared.timeoutMs;
+      this.headers = prepared.headers;
+      this.remainingMs = scope === undefined ? Number.POSITIVE_INFINITY : scope.deadline.remainingMs();
+    }
+    // Messages are built only for a subscriber (a logger, an APM): calls are a hot path.
+    if (!hasCallSubscribers()) return;
+    publishCallStart({ context: scope, target, remainingMs: this.remainingMs, timeoutMs: this.timeoutMs });
+  }
+
+  /**
+   * Starts a call to `target` in the current context. Throws `DeadlineExceededError` (`before-call`) or
+   * `CancelledError` when it must not be made — before anything is sent.
+   */
+  static start(target: string, options?: OutgoingCallOptions): OutgoingCall {
+    return new OutgoingCall(target, storage.getStore(), options);
+  }
+
+  /** Why the call was stopped, once it was. */
+  get stopReason(): DeadlineExceededError | CancelledError | undefined {
+    return this.#stopped;
+  }
+
+  /**
+   * Arms the stop: `listener` is called once, with the typed error, when the call's timeout passes or the
+   * request's context stops first. At most one listener per call; `end()` disarms it.
+   */
+  onStop(listener: CallStopListener): void {
+    if (this.#ended || this.#listener !== undefined) return;
+    this.#listener = listener;
+    const scope = this.#scope;
+    const timeoutMs = this.timeoutMs;
+    // Our own timer only when the call must stop before the context does (a margin, a maxMs, no deadline);
+    // otherwise the context's one timer, shared by every call of the request, is enough.
+    const ownTimer = timeoutMs !== undefined && !(timeoutMs >= Math.floor(this.remainingMs));
+    if (scope?._stoppable === true) {
+      this.#unsubscribe = scope._subscribe((reason) => this.#stop(this.#fromContext(reason)), !ownTimer);
+    }
+    if (ownTimer && !this.#ended) {
+      const delay = timerDelay(timeoutMs - (monotonicNow() - this.startedAt));
+      this.#timer = setTimeout(() => this.#stop(this.#timedOut()), delay);
+      this.#timer.unref();
+    }
+  }
+
+  /** Stops the call now with `error` (an adapter saw it end for a deadline reason of its own). */
+  stop(error: DeadlineExceededError | CancelledError): void {
+    this.#stop(error);
+  }
+
+  /**
+   * Ends the call: disarms the timer and the listener, publishes `deadline:call:end`. Idempotent.
+   * `outcome` defaults to what stopped the call, else `ok` without an error, else `error` (or the deadline
+   * error found in it).
+   */
+  end(error?: unknown, statusCode?: number): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#disarm();
+    if (!hasCallSubscribers()) return;
+    const stopped = this.#stopped;
+    const cause = stopped ?? error;
+    const outcome: CallEndMessage['outcome'] =
+      cause === undefined
+        ? 'ok'
+        : cause instanceof DeadlineExceededError
+          ? 'deadline_exceeded'
+          : cause instanceof CancelledError
+            ? 'cancelled'
+            : 'error';
+    publishCallEnd({
+      context: this.#scope,
+      target: this.target,
+      remainingMs: this.remainingMs,
+      timeoutMs: this.timeoutMs,
+      elapsedMs: monotonicNow() - this.startedAt,
+      outcome,
+      statusCode,
+      error: cause,
+    });
+  }
+
+  /**
+   * The error for a downstream that answered 504 with `X-Deadline-Exceeded-By: <hop>`: its own deadline (the
+   * budget this call gave it, or tighter) fired there. `whose` is `downstream:<hop>`, so this hop's 504 names it.
+   */
+  downstreamExceeded(hop: string): DeadlineExceededError {
+    return new DeadlineExceededError({
+      budgetMs: this.timeoutMs,
+      elapsedMs: this.elapsedMs(),
+      phase: 'during-call',
+      target: this.target,
+      whose: `downstream:${hop}`,
+    });
+  }
+
+  /** Milliseconds since the call started. */
+  elapsedMs(): number {
+    return monotonicNow() - this.startedAt;
+  }
+
+  #stop(error: DeadlineExceededError | CancelledError): void {
+    if (this.#ended || this.#stopped !== undefined) return;
+    this.#stopped = error;
+    this.#disarm();
+    if (error instanceof DeadlineExceededError) publishExceeded(this.#scope, error);
+    const listener = this.#listener;
+    this.#listener = undefined;
+    listener?.(error);
+  }
+
+  #disarm(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#unsubscribe();
+    this.#unsubscribe = noop;
+  }
+
+  #timedOut(): DeadlineExceededError {
+    return new DeadlineExceededError({
+      budgetMs: this.timeoutMs,
+      elapsedMs: this.elapsedMs(),
+      phase: 'during-call',
+      target: this.target,
+      hop: this.#scope?.hop,
+      message: `call to ${this.target} cut off after ${Math.round(this.elapsedMs())} ms (its timeout: ${this.timeoutMs} ms)`,
+    });
+  }
+
+  #fromContext(reason: StopReason): DeadlineExceededError | CancelledError {
+    if (reason instanceof CancelledError) {
+      return new CancelledError(`call to ${this.target} stopped: ${reason.message}`, {
+        reason: reason.reason,
+        cause: reason,
+      });
+    }
+    return new DeadlineExceededError({
+      budgetMs: reason.budgetMs,
+      elapsedMs: reason.elapsedMs,
+      phase: 'during-call',
+      target: this.target,
+      whose: reason.whose,
+      hop: reason.hop,
+      cause: reason,
+    });
+  }
+}

@@ -1,0 +1,59 @@
+/**
+ * Puts the call's budget and trace headers onto a request's headers in whatever shape undici was given them
+ * (object, flat array, pairs, `Headers`/`Map`), **replacing** any of the same name the caller set: a stale
+ * budget sent twice would let the next hop pick the wrong one.
+ */
+
+type HeaderValue = string | string[] | number | undefined | null;
+/** The header shapes undici's dispatch accepts. @internal */
+export type DispatchHeaders =
+  | Record<string, HeaderValue>
+  | readonly (string | Buffer)[]
+  | Iterable<readonly [string, HeaderValue]>
+  | null
+  | undefined;
+
+/** @internal */
+export function replaceHeaders(
+  headers: DispatchHeaders,
+  add: Readonly<Record<string, string>>,
+): Record<string, HeaderValue> | string[] {
+  const names = Object.keys(add);
+  if (names.length === 0 && headers != null) return headers as Record<string, HeaderValue>;
+  const replaced = (name: string) => Object.hasOwn(add, name.toLowerCase());
+  if (headers == null) return { ...add };
+  if (Array.isArray(headers)) {
+    // A flat [name, value, name, value…] list, or a list of pairs.
+    if (headers.length > 0 && Array.isArray(headers[0])) return fromPairs(headers as never, add, replaced);
+    const out: string[] = [];
+    for (let i = 0; i + 1 < headers.length; i += 2) {
+      const name = String(headers[i]);
+      if (!replaced(name)) out.push(name, String(headers[i + 1]));
+    }
+    for (const name of names) out.push(name, add[name] as string);
+    return out;
+  }
+  if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') {
+    return fromPairs(headers as Iterable<readonly [string, HeaderValue]>, add, replaced);
+  }
+  const out: Record<string, HeaderValue> = {};
+  for (const [name, value] of Object.entries(headers as Record<string, HeaderValue>)) {
+    if (!replaced(name)) out[name] = value;
+  }
+  return Object.assign(out, add);
+}
+
+function fromPairs(
+  pairs: Iterable<readonly [string, HeaderValue]>,
+  add: Readonly<Record<string, string>>,
+  replaced: (name: string) => boolean,
+): string[] {
+  const out: string[] = [];
+  for (const [name, value] of pairs) {
+    if (replaced(name) || value == null) continue;
+    if (Array.isArray(value)) for (const v of value) out.push(name, String(v));
+    else out.push(name, String(value));
+  }
+  for (const [name, value] of Object.entries(add)) out.push(name, value);
+  return out;
+}
