@@ -7,6 +7,7 @@
 import { spawnSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
+import { measureFetchOverhead } from './fetch-overhead.js';
 import { canCountInstructions, countInstructions } from './instructions.js';
 import { canPin, measureOverhead } from './overhead.js';
 
@@ -44,6 +45,22 @@ console.table(
     'CPU vs bare': row.cpuRatio?.toFixed(3) ?? '–',
   })),
 );
+const fetchOverhead = await measureFetchOverhead(
+  quick ? { rounds: 1, seconds: 1, concurrency: 4 } : { rounds: 11, seconds: 2, concurrency: 16 },
+  (line) => process.stderr.write(`\r${line.padEnd(70)}`),
+);
+process.stderr.write('\n');
+console.log('\nClient overhead (loopback fetch, throughput ÷ the same Agent bare; alternated rounds, medians):');
+console.table(
+  fetchOverhead.map((row) => ({
+    variant: row.variant,
+    'req/s': row.requestsPerSecond,
+    'vs bare': row.ratio.toFixed(3),
+    'ratio min–max': row.ratioSpread.map((r) => r.toFixed(2)).join('–'),
+    'CPU µs/req': row.cpuMicrosPerRequest,
+    'CPU vs bare': row.cpuRatio.toFixed(3),
+  })),
+);
 let instructions: Awaited<ReturnType<typeof countInstructions>> | undefined;
 if (process.argv.includes('--instructions')) {
   if (!canCountInstructions()) {
@@ -61,5 +78,8 @@ if (process.argv.includes('--instructions')) {
     );
   }
 }
-await writeFile('bench-report.json', `${JSON.stringify({ machine, options, overhead, instructions }, null, 2)}\n`);
+await writeFile(
+  'bench-report.json',
+  `${JSON.stringify({ machine, options, overhead, fetchOverhead, instructions }, null, 2)}\n`,
+);
 console.log('written: bench-report.json');

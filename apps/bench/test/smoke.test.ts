@@ -27,7 +27,13 @@ it('the benchmark runs in quick mode and writes a report with every row', async 
       'express + @deadline/express',
       'express + als.run only',
     ]);
-    for (const row of report.overhead) {
+    expect(report.fetchOverhead.map((row: { variant: string }) => row.variant)).toEqual([
+      'fetch, bare Agent (in a deadline context)',
+      'fetch + deadlineInterceptor',
+      'fetch, bare Agent (no context)',
+      'fetch + deadlineInterceptor (no context)',
+    ]);
+    for (const row of [...report.overhead, ...report.fetchOverhead]) {
       expect(row.requestsPerSecond).toBeGreaterThan(0);
       expect(row.ratio).toBeGreaterThan(0);
     }

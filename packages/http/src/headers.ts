@@ -37,8 +37,9 @@ export function replaceHeaders(
     return fromPairs(headers as Iterable<readonly [string, HeaderValue]>, add, replaced);
   }
   const out: Record<string, HeaderValue> = {};
-  for (const [name, value] of Object.entries(headers as Record<string, HeaderValue>)) {
-    if (!replaced(name)) out[name] = value;
+  const record = headers as Record<string, HeaderValue>;
+  for (const name in record) {
+    if (Object.hasOwn(record, name) && !replaced(name)) out[name] = record[name];
   }
   return Object.assign(out, add);
 }

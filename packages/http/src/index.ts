@@ -4,8 +4,17 @@
  * @packageDocumentation
  */
 
+export { type AxiosConfigLike, type AxiosInstanceLike, deadlineAxios } from './axios.js';
 export { createFetch, fetch } from './fetch.js';
 export { type DispatcherOptions, installGlobalDispatcher } from './global-dispatcher.js';
+export {
+  deadlineGot,
+  type GotDeadlineExtension,
+  type GotErrorLike,
+  type GotOptionsLike,
+  type GotResponseLike,
+} from './got.js';
 export { deadlineInterceptor } from './interceptor.js';
 export type { HttpDeadlineOptions } from './options.js';
+export { type PreparedHttpRequest, prepareHttpRequest } from './prepare-request.js';
 export { describeTarget, type TargetRequest } from './target.js';

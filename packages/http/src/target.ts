@@ -30,12 +30,16 @@ export interface TargetRequest {
  */
 export function describeTarget(request: TargetRequest): string {
   const path = request.path;
-  const end = path.search(/[?#]/);
+  // A request path holds no fragment; the query string starts at the first '?'.
+  const end = path.indexOf('?');
   return `${request.method} ${request.origin}${end === -1 ? path : path.slice(0, end)}`;
 }
 
 /** undici's `origin` may be a string or a URL; its `path` is always a string. @internal */
 export function originOf(origin: string | URL | undefined): string {
   if (origin === undefined) return '';
-  return typeof origin === 'string' ? origin.replace(/\/+$/, '') : origin.origin;
+  if (typeof origin !== 'string') return origin.origin;
+  let end = origin.length;
+  while (end > 0 && origin.charCodeAt(end - 1) === 47 /* '/' */) end--;
+  return end === origin.length ? origin : origin.slice(0, end);
 }

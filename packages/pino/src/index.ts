@@ -4,4 +4,5 @@
  * @packageDocumentation
  */
 
+export { type CallLogFields, type LogCallsOptions, logCalls } from './call-log.js';
 export { type DeadlineLogFields, type DeadlineMixinOptions, deadlineMixin } from './mixin.js';

@@ -1,0 +1,104 @@
+/** `OutgoingCall`: the one object every transport adapter drives for a call. */
+import diagnostics from 'node:diagnostics_channel';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  type CallEndMessage,
+  type CallStartMessage,
+  CancelledError,
+  createContext,
+  DeadlineExceededError,
+  DiagnosticsChannel,
+  runWithDeadline,
+} from '../src/index.ts';
+import { OutgoingCall, type Scope } from '../src/internal.ts';
+
+const subscriptions: [string, (message: unknown) => void][] = [];
+function collect<T>(channel: string): T[] {
+  const seen: T[] = [];
+  const listener = (message: unknown) => seen.push(message as T);
+  diagnostics.subscribe(channel, listener);
+  subscriptions.push([channel, listener]);
+  return seen;
+}
+afterEach(() => {
+  for (const [channel, listener] of subscriptions.splice(0)) diagnostics.unsubscribe(channel, listener);
+});
+
+function stopped(call: OutgoingCall): Promise<DeadlineExceededError | CancelledError> {
+  return new Promise((resolve) => call.onStop(resolve));
+}
+
+describe('OutgoingCall', () => {
+  it('refuses before the call when no time is left', () => {
+    const ctx = createContext({ root: true, deadline: 0.5, hop: 'gw' });
+    expect(() => ctx.run(() => OutgoingCall.start('db'))).toThrow(DeadlineExceededError);
+  });
+
+  it('stops at its own timeout (a margin) before the context does, with a during-call error', async () => {
+    const error = await runWithDeadline(1_000, () => stopped(OutgoingCall.start('db', { marginMs: 900 })));
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(error).toMatchObject({ phase: 'during-call', target: 'db', whose: 'local' });
+  });
+
+  it("stops with the context's deadline, and with its cancellation", async () => {
+    const expired = await runWithDeadline(50, () => stopped(OutgoingCall.start('db')));
+    expect(expired).toMatchObject({ phase: 'during-call', target: 'db' });
+    const ctx = createContext({ root: true, deadline: 10_000 });
+    const call = ctx.run(() => OutgoingCall.start('db'));
+    const pending = stopped(call);
+    ctx.cancel(new CancelledError('gone', { reason: 'client-disconnected' }));
+    const cancelled = await pending;
+    expect(cancelled).toBeInstanceOf(CancelledError);
+    expect((cancelled as CancelledError).reason).toBe('client-disconnected');
+    expect(call.stopReason).toBe(cancelled);
+  });
+
+  it('end() disarms: no listener left on a long-lived context after many calls, no timer left', async () => {
+    const ctx = createContext({ root: true, deadline: 3_600_000 });
+    const before = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    ctx.run(() => {
+      for (let i = 0; i < 10_000; i++) {
+        const call = OutgoingCall.start('db', { marginMs: i % 2 === 0 ? 10 : 0 });
+        call.onStop(() => {});
+        call.end();
+      }
+    });
+    expect((ctx as unknown as Scope)._listeners ?? []).toHaveLength(0);
+    const after = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    // The context's own timer (armed once) at most.
+    expect(after - before).toBeLessThanOrEqual(1);
+    ctx.end();
+  });
+
+  it('publishes call start and end with the figures a log line needs', async () => {
+    const starts = collect<CallStartMessage>(DiagnosticsChannel.CallStart);
+    const ends = collect<CallEndMessage>(DiagnosticsChannel.CallEnd);
+    await runWithDeadline(1_000, async () => {
+      const call = OutgoingCall.start('GET http://inventory/stock', { marginMs: 10 });
+      call.end(undefined, 200);
+    });
+    expect(starts).toHaveLength(1);
+    expect(starts[0]?.remainingMs).toBeGreaterThan(900);
+    expect(starts[0]?.timeoutMs).toBeLessThanOrEqual(990);
+    expect(ends[0]).toMatchObject({ target: 'GET http://inventory/stock', outcome: 'ok', statusCode: 200 });
+    expect(ends[0]?.elapsedMs).toBeGreaterThanOrEqual(0);
+  });
+
+  it('outside a context: unbounded, unless a default budget is given (then it is sent)', () => {
+    const plain = OutgoingCall.start('db');
+    expect(plain.timeoutMs).toBeUndefined();
+    expect(plain.headers).toEqual({});
+    const withDefault = OutgoingCall.start('db', { defaultMs: 750 });
+    expect(withDefault.timeoutMs).toBe(750);
+    expect(withDefault.headers['x-request-deadline']).toBe('750');
+    plain.end();
+    withDefault.end();
+  });
+
+  it("a downstream's reported deadline names that hop", () => {
+    const call = OutgoingCall.start('GET http://orders/');
+    const error = call.downstreamExceeded('orders');
+    expect(error).toMatchObject({ whose: 'downstream:orders', hop: 'orders', phase: 'during-call' });
+    call.end(error, 504);
+  });
+});
