@@ -30,6 +30,7 @@ it('the benchmark runs in quick mode and writes a report with every row', async 
     expect(report.fetchOverhead.map((row: { variant: string }) => row.variant)).toEqual([
       'fetch, bare Agent (in a deadline context)',
       'fetch + deadlineInterceptor',
+      'fetch + an interceptor that does nothing',
       'fetch, bare Agent (no context)',
       'fetch + deadlineInterceptor (no context)',
     ]);

@@ -118,8 +118,8 @@ export class OutgoingCall {
 
   /**
    * Ends the call: disarms the timer and the listener, publishes `deadline:call:end`. Idempotent.
-   * `outcome` defaults to what stopped the call, else `ok` without an error, else `error` (or the deadline
-   * error found in it).
+   * The outcome is what stopped the call; else, with an error, `error` (or the deadline error it is); else
+   * `error` for a 5xx status and `ok` otherwise.
    */
   end(error?: unknown, statusCode?: number): void {
     if (this.#ended) return;
@@ -128,9 +128,12 @@ export class OutgoingCall {
     if (!hasCallSubscribers()) return;
     const stopped = this.#stopped;
     const cause = stopped ?? error;
+    // As in a hop's own request line: an answer with a 5xx status is an error, even without an exception.
     const outcome: CallEndMessage['outcome'] =
       cause === undefined
-        ? 'ok'
+        ? statusCode !== undefined && statusCode >= 500
+          ? 'error'
+          : 'ok'
         : cause instanceof DeadlineExceededError
           ? 'deadline_exceeded'
           : cause instanceof CancelledError

@@ -82,6 +82,8 @@ describe('OutgoingCall', () => {
     expect(starts[0]?.timeoutMs).toBeLessThanOrEqual(990);
     expect(ends[0]).toMatchObject({ target: 'GET http://inventory/stock', outcome: 'ok', statusCode: 200 });
     expect(ends[0]?.elapsedMs).toBeGreaterThanOrEqual(0);
+    await runWithDeadline(1_000, async () => OutgoingCall.start('GET http://inventory/stock').end(undefined, 503));
+    expect(ends[1]?.outcome).toBe('error');
   });
 
   it('outside a context: unbounded, unless a default budget is given (then it is sent)', () => {

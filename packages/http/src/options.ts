@@ -55,6 +55,8 @@ export function resolveHttpOptions(options: HttpDeadlineOptions | undefined): Re
   const minMs = checkNumber('minMs', options?.minMs);
   const maxMs = checkNumber('maxMs', options?.maxMs, { min: 1 });
   const defaultMs = checkNumber('defaultMs', options?.defaultMs, { min: 1 });
+  // Checked here, not at the first call: a cap below the minimum would refuse every call.
+  if (maxMs !== undefined) checkNumber('maxMs', maxMs, { min: Math.max(1, minMs ?? 1) });
   const dialects = options?.dialects;
   if (dialects !== undefined) {
     if (!Array.isArray(dialects) || dialects.some((d) => !ALL_DIALECTS.includes(d))) {

@@ -74,6 +74,8 @@ export function prepareWith(
   url: string | URL,
   init?: RequestInit,
 ): PreparedHttpRequest {
+  // Outside any context, with no default budget or cap: nothing to prepare, nothing published.
+  if (resolved.passThroughOutside && storage.getStore() === undefined) return passThrough(init);
   const parsed = typeof url === 'string' ? new URL(url) : url;
   const target = resolved.target({ method: method.toUpperCase(), origin: parsed.origin, path: parsed.pathname });
   const call = OutgoingCall.start(target, resolved);
@@ -105,9 +107,11 @@ export function prepareWith(
         call.end(result);
         return result;
       }
-      const response = result as { statusCode?: number; headers?: Record<string, unknown> } | undefined;
+      const response = result as
+        | { statusCode?: number; status?: number; headers?: Record<string, unknown> }
+        | undefined;
       const downstream = downstreamErrors ? downstreamError(call, response) : undefined;
-      call.end(downstream, response?.statusCode);
+      call.end(downstream, statusOf(response));
       return downstream;
     },
   };
@@ -115,10 +119,10 @@ export function prepareWith(
 
 function downstreamError(
   call: OutgoingCall,
-  response: { statusCode?: number; headers?: Record<string, unknown> } | undefined,
+  response: { statusCode?: number; status?: number; headers?: Record<string, unknown> } | undefined,
 ): DeadlineExceededError | undefined {
-  if (response?.statusCode !== 504) return undefined;
-  const headers = response.headers;
+  if (statusOf(response) !== 504) return undefined;
+  const headers = response?.headers;
   const value =
     typeof (headers as { get?: unknown } | undefined)?.get === 'function'
       ? (headers as unknown as { get(name: string): unknown }).get(DEADLINE_EXCEEDED_BY_HEADER)
@@ -127,6 +131,23 @@ function downstreamError(
   return hop === undefined ? undefined : call.downstreamExceeded(hop);
 }
 
+/** node:http's `IncomingMessage` and got's response have `statusCode`; fetch's `Response` has `status`. */
 function isResponse(value: unknown): boolean {
-  return typeof value === 'object' && value !== null && 'statusCode' in value;
+  return typeof value === 'object' && value !== null && ('statusCode' in value || 'status' in value);
+}
+
+function statusOf(response: { statusCode?: number; status?: number } | undefined): number | undefined {
+  return response?.statusCode ?? response?.status;
+}
+
+function passThrough(init: RequestInit | undefined): PreparedHttpRequest {
+  const headers: Record<string, string | string[] | number> = {};
+  for (const [name, value] of Object.entries(init?.headers ?? {})) if (value !== undefined) headers[name] = value;
+  return {
+    target: '',
+    headers,
+    signal: undefined,
+    timeout: undefined,
+    done: (result) => (result instanceof Error ? result : undefined),
+  };
 }

@@ -15,7 +15,7 @@ export interface TargetRequest {
   method: string;
   /** `http://host:port` */
   origin: string;
-  /** The path as sent, query string included: strip it before logging. */
+  /** The request path; through undici it is as sent, query string included — strip it before logging. */
   path: string;
 }
 

@@ -108,7 +108,10 @@ describe('each request is one call, ended with its outcome', () => {
     const failing = await downstream((socket) =>
       socket.write('HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n'),
     );
-    expect(await calls(() => runWithDeadline(5_000, () => instance.get(failing.url)))).toEqual(['start', 'end ok 500']);
+    expect(await calls(() => runWithDeadline(5_000, () => instance.get(failing.url)))).toEqual([
+      'start',
+      'end error 500',
+    ]);
     const tired = await downstream(exceededBy('inventory'));
     expect(await calls(() => runWithDeadline(5_000, () => instance.get(tired.url)))).toEqual([
       'start',

@@ -115,4 +115,34 @@ describe('the client at the edge goes away', () => {
     await closed;
     expect(stuck.requests).toHaveLength(1);
   });
+
+  it("through a real hop: the downstream's own request context is cancelled, as its client left", async () => {
+    let cancelled: (reason: unknown) => void = () => {};
+    const seen = new Promise((resolve) => {
+      cancelled = resolve;
+    });
+    let arrived: () => void = () => {};
+    const inFlight = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    const inventory = Fastify();
+    await inventory.register(fastifyDeadline, { serviceName: 'inventory' });
+    inventory.get('/', async (req) => {
+      const signal = req.deadline?.context.signal as AbortSignal;
+      signal.addEventListener('abort', () => cancelled(signal.reason), { once: true });
+      arrived();
+      await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+      return {};
+    });
+    const inventoryUrl = await inventory.listen({ port: 0, host: '127.0.0.1' });
+    closers.push(() => inventory.close());
+    const gateway = await fastifyHop('gateway', inventoryUrl);
+    const controller = new AbortController();
+    const pending = request(gateway, { signal: controller.signal }).catch((e: unknown) => e);
+    await inFlight;
+    controller.abort();
+    await pending;
+    const reason = await seen;
+    expect(reason).toMatchObject({ name: 'CancelledError', reason: 'client-disconnected' });
+  });
 });

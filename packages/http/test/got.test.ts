@@ -127,7 +127,7 @@ describe('each attempt is one call, ended with its outcome', () => {
     });
     const instance = client().extend(quickRetry(10));
     const events = await calls(() => runWithDeadline(5_000, () => json(instance, server.url)));
-    expect(events).toEqual(['start', 'end ok 302', 'start', 'end ok 503', 'start', 'end ok 200']);
+    expect(events).toEqual(['start', 'end ok 302', 'start', 'end error 503', 'start', 'end ok 200']);
     const budgets = server.requests.map((h) => Number(h['x-request-deadline']));
     expect(budgets.every((b) => b > 0 && b <= 5_000)).toBe(true);
   });

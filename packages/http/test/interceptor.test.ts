@@ -226,6 +226,31 @@ describe('cut off at the deadline, socket closed, however the downstream misbeha
     expect(error).toBeInstanceOf(DeadlineExceededError);
   });
 
+  it('a request still queued for a connection fails at its deadline and is never sent', async () => {
+    const server = await downstream(silent);
+    const base = new Agent({ connections: 1, pipelining: 1 }); // closed below
+    const dispatcher = base.compose(deadlineInterceptor());
+    // The only connection is taken by a request that hangs…
+    const holder = createContext({ root: true, deadline: 60_000 });
+    const first = holder.run(() => get(dispatcher, server.url)).catch((e: unknown) => e);
+    await server.arrived();
+    // …so this one waits in undici's queue when its deadline passes.
+    const started = performance.now();
+    const error = await runWithDeadline(200, () => get(dispatcher, server.url)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(performance.now() - started).toBeLessThan(1_500);
+    // Free the connection: undici hands it the queued request, which is aborted before a byte is written.
+    holder.cancel('done');
+    await first;
+    await base.close();
+    // A probe sent after everything settled is the server's second request: the queued one never arrived.
+    const probe = agent();
+    const probed = get(probe, server.url, { 'x-probe': '1' }).catch(() => undefined);
+    expect((await server.arrived(2))['x-probe']).toBe('1');
+    await server.close();
+    await probed;
+  });
+
   it('connection refused fails at once with the connection error', async () => {
     const url = await refusedUrl();
     const error = await runWithDeadline(2_000, () => get(agent(deadlineInterceptor()), url)).catch((e: unknown) => e);

@@ -72,6 +72,21 @@ describe('prepareHttpRequest with node:http', () => {
     expect(error).toMatchObject({ whose: 'downstream:inventory' });
   });
 
+  it("done() reads a fetch Response's status too", async () => {
+    const server = await downstream(exceededBy('inventory'));
+    const error = await runWithDeadline(1_000, async () => {
+      const call = prepareHttpRequest('GET', server.url);
+      const res = await fetch(server.url, { headers: call.headers as Record<string, string> });
+      await res.arrayBuffer();
+      return call.done(res);
+    });
+    expect(error).toMatchObject({ whose: 'downstream:inventory' });
+  });
+
+  it('bad options fail at once, naming the option (a cap below the minimum)', () => {
+    expect(() => prepareHttpRequest('GET', 'http://127.0.0.1:9/', {}, { minMs: 50, maxMs: 10 })).toThrow('maxMs');
+  });
+
   it('no signal and no timeout where nothing can stop the call', () => {
     const call = prepareHttpRequest('GET', 'http://127.0.0.1:9/');
     expect(call.signal).toBeUndefined();
