@@ -18,6 +18,7 @@ import { CancelledError, DeadlineExceededError } from './errors.js';
 import { type PrepareCallOptions, prepareCall } from './prepare-call.js';
 import type { Scope, StopReason } from './scope.js';
 import { storage } from './storage.js';
+import { timeoutFor } from './timeout-for.js';
 import { formatBudgetHeaders } from './wire/format-budget.js';
 
 /** What the adapter learns when a call must stop: the error to abort it with. @internal */
@@ -30,9 +31,15 @@ export type CallStopListener = (error: DeadlineExceededError | CancelledError) =
 export interface OutgoingCallOptions extends PrepareCallOptions {
   /** Budget for a call made outside any deadline (or under a context without one); unbounded if unset. */
   defaultMs?: number | undefined;
+  /**
+   * Whether the call carries budget and trace headers to the next hop (HTTP). A database call sends none:
+   * false skips them, and the `deadline:propagate` event that would announce them. Default true.
+   */
+  propagates?: boolean | undefined;
 }
 
 const noop = () => {};
+const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 
 /** @internal */
 export class OutgoingCall {
@@ -45,7 +52,7 @@ export class OutgoingCall {
   readonly remainingMs: number;
   readonly startedAt: number;
   readonly #scope: Scope | undefined;
-  #listener: CallStopListener | undefined;
+  #listeners: CallStopListener[] | undefined;
   #timer: NodeJS.Timeout | undefined;
   #unsubscribe: () => void = noop;
   #stopped: DeadlineExceededError | CancelledError | undefined;
@@ -65,6 +72,10 @@ export class OutgoingCall {
         ...prepareCall(target, options).headers,
         ...formatBudgetHeaders(Math.max(1, timeoutMs), options?.dialects),
       };
+    } else if (options?.propagates === false) {
+      this.timeoutMs = timeoutFor(target, options);
+      this.headers = NO_HEADERS;
+      this.remainingMs = scope === undefined ? Number.POSITIVE_INFINITY : scope.deadline.remainingMs();
     } else {
       const prepared = prepareCall(target, options);
       this.timeoutMs = prepared.timeoutMs;
@@ -84,6 +95,11 @@ export class OutgoingCall {
     return new OutgoingCall(target, storage.getStore(), options);
   }
 
+  /** The hop (service) the call is made from, when its context names one. */
+  get hop(): string | undefined {
+    return this.#scope?.hop;
+  }
+
   /** Why the call was stopped, once it was. */
   get stopReason(): DeadlineExceededError | CancelledError | undefined {
     return this.#stopped;
@@ -91,11 +107,20 @@ export class OutgoingCall {
 
   /**
    * Arms the stop: `listener` is called once, with the typed error, when the call's timeout passes or the
-   * request's context stops first. At most one listener per call; `end()` disarms it.
+   * request's context stops first (at once if the call has already stopped). `end()` disarms it. A call
+   * that changes hands (a pool checkout, then the statement) may add a listener at each step.
    */
   onStop(listener: CallStopListener): void {
-    if (this.#ended || this.#listener !== undefined) return;
-    this.#listener = listener;
+    if (this.#ended) return;
+    if (this.#stopped !== undefined) {
+      listener(this.#stopped);
+      return;
+    }
+    if (this.#listeners !== undefined) {
+      this.#listeners.push(listener);
+      return;
+    }
+    this.#listeners = [listener];
     const scope = this.#scope;
     const timeoutMs = this.timeoutMs;
     // Our own timer only when the call must stop before the context does (a margin, a maxMs, no deadline);
@@ -175,9 +200,9 @@ export class OutgoingCall {
     this.#stopped = error;
     this.#disarm();
     if (error instanceof DeadlineExceededError) publishExceeded(this.#scope, error);
-    const listener = this.#listener;
-    this.#listener = undefined;
-    listener?.(error);
+    const listeners = this.#listeners;
+    this.#listeners = undefined;
+    if (listeners !== undefined) for (const listener of listeners) listener(error);
   }
 
   #disarm(): void {

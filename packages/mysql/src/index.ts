@@ -1,0 +1,16 @@
+/**
+ * `@deadline/mysql` — mysql2 under the request's deadline: pool checkout and statements bounded by the remaining
+ * budget, a server-side limit as a belt (MariaDB `max_statement_time`, MySQL `MAX_EXECUTION_TIME`), and
+ * `KILL QUERY` the moment the budget runs out or the request is cancelled.
+ * @packageDocumentation
+ */
+
+export type { MysqlDeadlineOptions } from './options.js';
+export type {
+  DeadlineConnection,
+  DeadlinePool,
+  DeadlinePoolConnection,
+  DeadlineQueryable,
+  DeadlineTransaction,
+} from './types.js';
+export { withDeadline } from './with-deadline.js';

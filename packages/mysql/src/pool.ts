@@ -1,0 +1,80 @@
+/**
+ * A mysql2 promise pool under the deadline: `query()` and `execute()` check out a connection within the budget,
+ * run the statement bounded, and give the connection back only once any KILL for it has completed.
+ */
+import { storage } from '@deadline/core/internal';
+import type { FieldPacket, Pool, QueryResult } from 'mysql2/promise';
+import type { Backend } from './backend.js';
+import { checkout } from './checkout.js';
+import { giveBack, PooledConnection } from './connection.js';
+import { type Kind, Session } from './session.js';
+import type { StopRelay } from './stop-relay.js';
+import { type Lease, runTransaction } from './transaction.js';
+import type {
+  DeadlinePool,
+  DeadlinePoolConnection,
+  DeadlineTransaction,
+  ExecuteValues,
+  QueryValues,
+  Sql,
+} from './types.js';
+import { underCall } from './under-call.js';
+
+type Send = (sql: Sql, values?: QueryValues | ExecuteValues) => Promise<[QueryResult, FieldPacket[]]>;
+
+/** @internal */
+export class DeadlinePoolImpl implements DeadlinePool {
+  readonly pool: Pool;
+  readonly #backend: Backend;
+  #ending: Promise<void> | undefined;
+
+  constructor(pool: Pool, backend: Backend) {
+    this.pool = pool;
+    this.#backend = backend;
+  }
+
+  query<T extends QueryResult = QueryResult>(sql: Sql, values?: QueryValues): Promise<[T, FieldPacket[]]> {
+    return this.#run<T>('query', sql, values);
+  }
+
+  execute<T extends QueryResult = QueryResult>(sql: Sql, values?: ExecuteValues): Promise<[T, FieldPacket[]]> {
+    return this.#run<T>('execute', sql, values);
+  }
+
+  async getConnection(): Promise<DeadlinePoolConnection> {
+    const backend = this.#backend;
+    if (storage.getStore() === undefined) return new PooledConnection(await this.pool.getConnection(), backend);
+    return underCall(backend, async (relay) => new PooledConnection(await checkout(this.pool, relay), backend));
+  }
+
+  transaction<R>(fn: (tx: DeadlineTransaction) => Promise<R>): Promise<R> {
+    return runTransaction(this.#backend, (relay) => this.#lease(relay), fn);
+  }
+
+  end(): Promise<void> {
+    this.#ending ??= this.#backend.killer.end().then(() => this.pool.end());
+    return this.#ending;
+  }
+
+  #run<T extends QueryResult>(kind: Kind, sql: Sql, values: QueryValues | ExecuteValues): Promise<[T, FieldPacket[]]> {
+    const pool = this.pool;
+    if (storage.getStore() === undefined) {
+      // Outside any deadline: exactly mysql2's pool.query() / pool.execute().
+      const send = (kind === 'query' ? pool.query : pool.execute).bind(pool) as unknown as Send;
+      return send(sql, values) as Promise<[T, FieldPacket[]]>;
+    }
+    return underCall(this.#backend, async (relay) => {
+      const connection = await checkout(pool, relay);
+      const session = new Session(connection, this.#backend);
+      const result = session.run<T>(kind, sql, values, relay);
+      giveBack(session, connection);
+      return result;
+    });
+  }
+
+  async #lease(relay: StopRelay | undefined): Promise<Lease> {
+    const connection = relay === undefined ? await this.pool.getConnection() : await checkout(this.pool, relay);
+    const session = new Session(connection, this.#backend);
+    return { session, finish: () => giveBack(session, connection) };
+  }
+}

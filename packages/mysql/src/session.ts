@@ -1,0 +1,269 @@
+/**
+ * One connection as this package drives it. Statements go through a gate, one at a time: the next is not sent
+ * until the last one's cleanup is done. Under a deadline each statement carries the belt (the server's own
+ * limit), and when its call stops the caller is answered at once while a KILL QUERY for the connection's thread
+ * goes out on the side connection.
+ *
+ * Why the gate: a KILL names a thread, not a statement. If the statement finished just as we sent it, the KILL
+ * must not land on whatever that thread runs next; so nothing runs next until the KILL has completed. After
+ * that, the session is "dirty" when we cannot tell the KILL hit our statement (the statement finished first, or
+ * the KILL failed): a pooled connection in that state is destroyed, never returned to the pool.
+ */
+import { setTimeout as delay } from 'node:timers/promises';
+import { markCausedBy, type OutgoingCall } from '@deadline/core/internal';
+import type { Connection, FieldPacket, QueryResult } from 'mysql2/promise';
+import type { Backend } from './backend.js';
+import { beltSql, sessionBelt } from './belt.js';
+import { ER_QUERY_INTERRUPTED, errnoOf, isFatal, isServerTimeout, serverTimeoutError } from './driver-errors.js';
+import type { Flavour } from './flavour.js';
+import { KILL_TIMEOUT_MS } from './killer.js';
+import type { StopRelay } from './stop-relay.js';
+import type { ExecuteValues, QueryValues, Sql } from './types.js';
+
+/** @internal The two ways mysql2 runs a statement: text protocol and prepared. */
+export type Kind = 'query' | 'execute';
+
+type Result = [QueryResult, FieldPacket[]];
+type Send = (sql: Sql, values?: QueryValues | ExecuteValues) => Promise<Result>;
+
+/** Settles the caller's promise once: by the statement, or earlier by the stop. */
+interface Answer {
+  ok(value: Result): void;
+  fail(error: unknown): void;
+}
+
+/** What the stop listener needs to know about the statement on the wire. */
+interface Running {
+  /** The connection's thread while the statement runs; `undefined` before it is sent and once it settled. */
+  threadId: number | undefined;
+  /** Resolves when the statement settles, however. */
+  settled: Promise<unknown>;
+  /** The KILLs for it, once the call stopped: resolves whether the last one completed. */
+  kill: Promise<boolean> | undefined;
+  /** A KILL is on its way: were the statement to settle now, that KILL could land after it. */
+  killInFlight: boolean;
+}
+
+/** Pauses between KILLs for a statement that outlived one: 1, 2, 4 … ms, at most this. */
+const MAX_KILL_PAUSE_MS = 50;
+
+/** Ms left for the call now (after its margin); `undefined` when it has no timeout. */
+function remainingOf(call: OutgoingCall): number | undefined {
+  return call.timeoutMs === undefined ? undefined : call.timeoutMs - call.elapsedMs();
+}
+
+function withBelt(sql: Sql, flavour: Flavour, ms: number): Sql {
+  if (typeof sql === 'string') return beltSql(flavour, sql, ms);
+  return { ...sql, sql: beltSql(flavour, sql.sql, ms) };
+}
+
+/** @internal */
+export class Session {
+  readonly connection: Connection;
+  readonly #backend: Backend;
+  /** Resolves when the last statement, and its cleanup, are done: the gate. Never rejects. */
+  #idle: Promise<unknown> = Promise.resolve();
+  #dirty = false;
+
+  constructor(connection: Connection, backend: Backend) {
+    this.connection = connection;
+    this.#backend = backend;
+  }
+
+  /** The connection cannot be vouched for: a KILL may have missed, or it failed. Destroy it rather than reuse it. */
+  get dirty(): boolean {
+    return this.#dirty;
+  }
+
+  /** Marks the connection as one that must not be reused (a ROLLBACK that failed). */
+  invalidate(): void {
+    this.#dirty = true;
+  }
+
+  /** Resolves when every statement sent so far, and its cleanup, is done. Never rejects. */
+  idle(): Promise<void> {
+    return this.#idle.then(() => {});
+  }
+
+  /**
+   * Runs `sql` after the gate; bounded by `relay`'s call when given (the belt, the KILL, the answer at the stop),
+   * else exactly as mysql2 would run it.
+   */
+  run<T extends QueryResult>(
+    kind: Kind,
+    sql: Sql,
+    values: QueryValues | ExecuteValues | undefined,
+    relay: StopRelay | undefined,
+  ): Promise<[T, FieldPacket[]]> {
+    const previous = this.#idle;
+    return new Promise<Result>((resolve, reject) => {
+      let answered = false;
+      const answer: Answer = {
+        ok: (value) => {
+          if (answered) return;
+          answered = true;
+          resolve(value);
+        },
+        fail: (error) => {
+          if (answered) return;
+          answered = true;
+          reject(error);
+        },
+      };
+      const done =
+        relay === undefined
+          ? this.#unbounded(previous, kind, sql, values, answer)
+          : this.#bounded(previous, kind, sql, values, relay, answer);
+      this.#idle = Promise.all([previous, done]);
+    }) as Promise<[T, FieldPacket[]]>;
+  }
+
+  /** A statement with no bound or belt of its own (BEGIN, COMMIT, ROLLBACK), after the gate. */
+  plain(sql: string): Promise<void> {
+    const done = this.#idle.then(() => this.connection.query(sql)).then(() => {});
+    this.#idle = done.catch((error: unknown) => {
+      if (isFatal(error)) this.#dirty = true;
+    });
+    return done;
+  }
+
+  #send(kind: Kind): Send {
+    const connection = this.connection;
+    return (kind === 'query' ? connection.query : connection.execute).bind(connection) as unknown as Send;
+  }
+
+  async #unbounded(previous: Promise<unknown>, kind: Kind, sql: Sql, values: unknown, answer: Answer) {
+    await previous;
+    try {
+      answer.ok(await this.#send(kind)(sql, values as QueryValues));
+    } catch (error) {
+      if (isFatal(error)) this.#dirty = true;
+      answer.fail(error);
+    }
+  }
+
+  async #bounded(
+    previous: Promise<unknown>,
+    kind: Kind,
+    sql: Sql,
+    values: unknown,
+    relay: StopRelay,
+    answer: Answer,
+  ): Promise<void> {
+    const running: Running = { threadId: undefined, settled: Promise.resolve(), kill: undefined, killInFlight: false };
+    const off = relay.on((reason) => {
+      answer.fail(reason);
+      if (running.threadId !== undefined && running.kill === undefined) running.kill = this.#kill(running);
+    });
+    try {
+      await this.#drive(previous, kind, sql, values as QueryValues, relay, running, answer);
+    } catch (error) {
+      // A bug of ours: the caller still hears, and the connection cannot be vouched for.
+      this.#dirty = true;
+      answer.fail(error);
+    } finally {
+      off();
+    }
+  }
+
+  async #drive(
+    previous: Promise<unknown>,
+    kind: Kind,
+    sql: Sql,
+    values: QueryValues,
+    relay: StopRelay,
+    running: Running,
+    answer: Answer,
+  ): Promise<void> {
+    await Promise.race([previous, relay.stopped]);
+    if (relay.reason !== undefined) return; // stopped at the gate: nothing sent
+    const flavour = this.#backend.flavourFor(this.connection);
+    const ms = remainingOf(relay.call);
+    if (kind === 'execute' && flavour !== undefined && ms !== undefined) {
+      const belt = sessionBelt(flavour, ms);
+      let restore: string | undefined;
+      try {
+        await this.connection.query(belt.set);
+        restore = belt.restore;
+      } catch (error) {
+        if (isFatal(error)) {
+          this.#dirty = true;
+          answer.fail(error);
+          return;
+        }
+        // A server without the variable (MySQL before 5.7.8): the KILL alone bounds the statement.
+      }
+      try {
+        // Stopped during the SET: the statement itself is not sent.
+        if (relay.reason === undefined) await this.#statement(kind, sql, values, relay, running, answer);
+      } finally {
+        if (restore !== undefined) {
+          await this.connection.query(restore).catch(() => {
+            this.#dirty = true; // the session's limit is not what the application set
+          });
+        }
+      }
+      return;
+    }
+    const text = flavour !== undefined && ms !== undefined && kind === 'query' ? withBelt(sql, flavour, ms) : sql;
+    await this.#statement(kind, text, values, relay, running, answer);
+  }
+
+  /** Sends the statement, answers the caller if the stop has not, and waits for our KILL, if any, to complete. */
+  async #statement(kind: Kind, sql: Sql, values: QueryValues, relay: StopRelay, running: Running, answer: Answer) {
+    const pending = this.#send(kind)(sql, values);
+    running.settled = pending.catch(() => {});
+    running.threadId = this.connection.threadId ?? undefined;
+    let failed = false;
+    let error: unknown;
+    let value: Result | undefined;
+    try {
+      value = await pending;
+    } catch (caught) {
+      failed = true;
+      error = caught;
+    }
+    running.threadId = undefined; // a stop from now on has nothing to kill
+    const kill = running.kill;
+    if (kill === undefined) {
+      if (!failed) answer.ok(value as Result);
+      // The server's limit fired before our stop did: the call is cut off all the same (the relay answers).
+      else if (isServerTimeout(error) && relay.reason === undefined)
+        relay.call.stop(serverTimeoutError(relay.call, error));
+      else {
+        if (isFatal(error)) this.#dirty = true;
+        answer.fail(error);
+      }
+      return;
+    }
+    // Stopped while running: the caller has its answer. Is the connection safe to reuse?
+    const settledFirst = running.killInFlight;
+    const reason = relay.reason;
+    if (failed && reason !== undefined) markCausedBy(error, reason);
+    const killed = await kill;
+    const hitUs = failed && errnoOf(error) === ER_QUERY_INTERRUPTED;
+    if (!killed || isFatal(error) || (settledFirst && !hitUs)) this.#dirty = true;
+  }
+
+  /**
+   * KILL QUERY until the statement settles. One is usually enough; another is needed when the first reached the
+   * server before the statement did (it was still on the wire, or `execute()` was between its PREPARE and its
+   * EXECUTE): a KILL QUERY finding the thread idle is dropped. Resolves whether the last KILL completed; gives up
+   * re-sending after KILL_TIMEOUT_MS (a statement rolling back a large change ignores KILLs; the gate still waits
+   * for it to end).
+   */
+  async #kill(running: Running): Promise<boolean> {
+    const threadId = running.threadId as number;
+    const killer = this.#backend.killer;
+    const started = performance.now();
+    for (let pause = 1; ; pause = Math.min(pause * 2, MAX_KILL_PAUSE_MS)) {
+      running.killInFlight = true;
+      const killed = await killer.kill(threadId);
+      running.killInFlight = false;
+      if (!killed) return false;
+      if (running.threadId === undefined || performance.now() - started > KILL_TIMEOUT_MS) return true;
+      await Promise.race([running.settled, delay(pause, undefined, { ref: false })]);
+      if (running.threadId === undefined) return true;
+    }
+  }
+}

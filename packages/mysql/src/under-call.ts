@@ -1,0 +1,23 @@
+/**
+ * One outgoing call around some work: started before anything is asked of the pool (no time left → it throws
+ * `DeadlineExceededError` `before-call`, or `CancelledError`, and nothing happens), ended with the work's outcome.
+ */
+import { OutgoingCall } from '@deadline/core/internal';
+import type { Backend } from './backend.js';
+import { StopRelay } from './stop-relay.js';
+
+/** @internal */
+export async function underCall<T>(backend: Backend, work: (relay: StopRelay) => Promise<T>): Promise<T> {
+  const call = OutgoingCall.start(backend.target, backend.callOptions);
+  const relay = new StopRelay(call);
+  // The side connection opens (and the flavour is learnt) while the pool checks out a connection.
+  backend.prepare();
+  try {
+    const value = await work(relay);
+    call.end();
+    return value;
+  } catch (error) {
+    call.end(error);
+    throw error;
+  }
+}

@@ -1,0 +1,17 @@
+/**
+ * `@deadline/pg` — node-postgres under the request deadline: checkouts and statements bounded by the remaining
+ * budget, a server-side `statement_timeout` belt for that statement only, and a CancelRequest at the stop.
+ * @packageDocumentation
+ */
+
+export type { PgClient } from './client-as-pool.js';
+export type { PgDeadlineOptions } from './options.js';
+export {
+  type DeadlinePool,
+  type DeadlinePoolClient,
+  type PgPoolClientLike,
+  type PgPoolLike,
+  type PgResult,
+  type PgTransaction,
+  withDeadline,
+} from './with-deadline.js';

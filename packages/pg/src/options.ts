@@ -1,0 +1,59 @@
+/**
+ * Options of `withDeadline()`, validated once when the pool is wrapped: a bad value fails at startup, naming
+ * the option.
+ */
+import { InvalidArgumentError } from '@deadline/core';
+import { checkName, checkNumber, checkObject } from '@deadline/core/internal';
+
+/**
+ * Options of {@link withDeadline}.
+ *
+ * @example
+ * ```ts
+ * const options: PgDeadlineOptions = { name: 'orders-db', marginMs: 10 };
+ * const db = withDeadline(new pg.Pool(), options);
+ * ```
+ */
+export interface PgDeadlineOptions {
+  /** The database's name in errors, events and logs. Default `postgres:<database>`. */
+  name?: string | undefined;
+  /** Kept back from every query for this hop's own work after it returns (ms). Default 0. */
+  marginMs?: number | undefined;
+  /** Below this many ms left, the query is not sent (`DeadlineExceededError`, phase `before-call`). Default 1. */
+  minMs?: number | undefined;
+  /**
+   * Also bound each statement on the server with `statement_timeout` (set for that statement and reset before
+   * the connection goes back to the pool; `SET LOCAL` in `transaction()`): the belt that holds if this
+   * process dies before it can cancel. Costs a round trip each way. Default true.
+   */
+  statementTimeout?: boolean | undefined;
+}
+
+/** @internal */
+export interface ResolvedPgOptions {
+  target: string;
+  /** A database call sends no budget headers to anyone. */
+  propagates: false;
+  marginMs: number | undefined;
+  minMs: number | undefined;
+  statementTimeout: boolean;
+}
+
+/** @internal */
+export function resolvePgOptions(
+  options: PgDeadlineOptions | undefined,
+  database: string | undefined,
+): ResolvedPgOptions {
+  checkObject('options', options);
+  const statementTimeout = options?.statementTimeout ?? true;
+  if (typeof statementTimeout !== 'boolean') {
+    throw new InvalidArgumentError('statementTimeout', 'a boolean', statementTimeout);
+  }
+  return {
+    target: checkName('name', options?.name) ?? `postgres:${database ?? 'postgres'}`,
+    propagates: false,
+    marginMs: checkNumber('marginMs', options?.marginMs),
+    minMs: checkNumber('minMs', options?.minMs),
+    statementTimeout,
+  };
+}

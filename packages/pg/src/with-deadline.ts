@@ -1,0 +1,379 @@
+/**
+ * `withDeadline(pool)`: the pool a service already has, wrapped (never the module patched). Inside a deadline
+ * context every query and transaction is one `OutgoingCall`: not started without time left, the checkout
+ * bounded, the statement bounded on the server (`statement_timeout`) and cancelled from here at the stop.
+ * Outside a context everything passes straight through.
+ */
+import { OutgoingCall, storage } from '@deadline/core/internal';
+import { clientAsPool, isClient, type PgClient } from './client-as-pool.js';
+import { typedError } from './errors.js';
+import { type PgDeadlineOptions, type ResolvedPgOptions, resolvePgOptions } from './options.js';
+import { CANNOT_DESTROY, type PgClientLike, Session } from './session.js';
+
+/**
+ * The parts of a `pg.PoolClient` used.
+ *
+ * @example
+ * ```ts
+ * const client: PgPoolClientLike = await pool.connect();
+ * client.release();
+ * ```
+ */
+export interface PgPoolClientLike extends PgClientLike {
+  release(destroy?: boolean | Error): void;
+  /** @internal */
+  [CANNOT_DESTROY]?: boolean;
+}
+
+/**
+ * The parts of a `pg.Pool` used (a `pg.Pool` fits; pg is not imported).
+ *
+ * @example
+ * ```ts
+ * import pg from 'pg';
+ * const pool: PgPoolLike = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * ```
+ */
+export interface PgPoolLike {
+  connect(): Promise<PgPoolClientLike>;
+  query(text: string, values?: unknown[]): Promise<unknown>;
+  end(): Promise<void>;
+  options?: { database?: string | undefined; connectionString?: string | undefined } | undefined;
+}
+
+/**
+ * A query's result as node-postgres returns it.
+ *
+ * @example
+ * ```ts
+ * const { rows }: PgResult<{ id: number }> = await db.query('SELECT id FROM orders');
+ * ```
+ */
+export interface PgResult<R = Record<string, unknown>> {
+  rows: R[];
+  rowCount: number | null;
+  command: string;
+  fields: unknown[];
+}
+
+/**
+ * The statements of a transaction, run by {@link DeadlinePool.transaction}.
+ *
+ * @example
+ * ```ts
+ * await db.transaction(async (tx: PgTransaction) => tx.query('UPDATE stock SET n = n - 1 WHERE id = $1', [42]));
+ * ```
+ */
+export interface PgTransaction {
+  query<R = Record<string, unknown>>(text: string, values?: unknown[]): Promise<PgResult<R>>;
+}
+
+/**
+ * A connection checked out with {@link DeadlinePool.connect}: each query is bounded by the deadline current
+ * when it is made; `release()` hands it back.
+ *
+ * @example
+ * ```ts
+ * const client: DeadlinePoolClient = await db.connect();
+ * try { await client.query('SELECT 1'); } finally { client.release(); }
+ * ```
+ */
+export interface DeadlinePoolClient {
+  query<R = Record<string, unknown>>(text: string, values?: unknown[]): Promise<PgResult<R>>;
+  release(destroy?: boolean | Error): void;
+}
+
+/**
+ * What {@link withDeadline} returns: the pool's `query`, `connect` and `end`, under the current deadline, and
+ * `transaction()`.
+ *
+ * @example
+ * ```ts
+ * const db: DeadlinePool = withDeadline(new pg.Pool());
+ * const { rows } = await db.query('SELECT * FROM orders WHERE id = $1', [id]);
+ * ```
+ */
+export interface DeadlinePool<P extends PgPoolLike | PgClient = PgPoolLike> {
+  /** The wrapped pool (or client). */
+  readonly pool: P;
+  query<R = Record<string, unknown>>(text: string, values?: unknown[]): Promise<PgResult<R>>;
+  connect(): Promise<DeadlinePoolClient>;
+  /**
+   * Runs `fn` in a transaction (`BEGIN` … `COMMIT`, `ROLLBACK` if it throws) on one connection, the whole of
+   * it bounded by the deadline (`SET LOCAL statement_timeout` on the server, a cancel from here).
+   */
+  transaction<T>(fn: (tx: PgTransaction) => Promise<T>): Promise<T>;
+  end(): Promise<void>;
+}
+
+/**
+ * Wraps a `pg.Pool` (or a single `pg.Client`, whose users then take turns): inside a deadline context its
+ * queries, checkouts and transactions are bounded by the request's remaining budget and cancelled on the
+ * server when it runs out or the request is cancelled.
+ *
+ * @example
+ * ```ts
+ * import pg from 'pg';
+ * import { withDeadline } from '@deadline/pg';
+ *
+ * const db = withDeadline(new pg.Pool({ connectionString: process.env.DATABASE_URL }), { name: 'orders-db' });
+ * app.get('/orders/:id', async (request) => {
+ *   const { rows } = await db.query('SELECT * FROM orders WHERE id = $1', [request.params.id]);
+ *   return rows[0];
+ * });
+ * ```
+ */
+export function withDeadline<P extends PgPoolLike | PgClient>(
+  poolOrClient: P,
+  options?: PgDeadlineOptions,
+): DeadlinePool<P> {
+  const pool: PgPoolLike = isClient(poolOrClient) ? clientAsPool(poolOrClient) : (poolOrClient as PgPoolLike);
+  const resolved = resolvePgOptions(options, databaseOf(pool.options));
+  const inContext = () => storage.getStore() !== undefined;
+  return {
+    pool: poolOrClient,
+    query<R>(text: string, values?: unknown[]) {
+      if (!inContext()) return pool.query(text, values) as Promise<PgResult<R>>;
+      return bounded(pool, resolved, 'statement', (session, timeout) => statement<R>(session, text, values, timeout));
+    },
+    async connect() {
+      if (!inContext()) return pool.connect() as unknown as DeadlinePoolClient;
+      const call = OutgoingCall.start(resolved.target, resolved);
+      const client = await checkout(pool, call);
+      call.end();
+      return checkedOut(client, resolved);
+    },
+    transaction<T>(fn: (tx: PgTransaction) => Promise<T>) {
+      if (!inContext()) return plainTransaction(pool, fn);
+      return bounded(pool, resolved, 'transaction', async (session, timeout) => {
+        await session.query('BEGIN');
+        if (timeout !== undefined) await session.query(`SET LOCAL statement_timeout = ${timeout()}`);
+        const result = await fn({ query: (text, values) => session.query(text, values) });
+        await session.query('COMMIT');
+        return result;
+      });
+    },
+    end: () => pool.end(),
+  };
+}
+
+/** One statement with the `statement_timeout` belt around it, reset before the connection is handed back. */
+async function statement<R>(
+  session: Session,
+  text: string,
+  values: unknown[] | undefined,
+  timeout: (() => number) | undefined,
+): Promise<PgResult<R>> {
+  if (timeout === undefined) return session.query<PgResult<R>>(text, values);
+  await session.query(`SET statement_timeout = ${timeout()}`);
+  const result = await session.query<PgResult<R>>(text, values);
+  await session.query('RESET statement_timeout');
+  return result;
+}
+
+/**
+ * A whole unit of work — a statement, or a transaction — on one connection under one call. Outside a context
+ * a transaction still runs (unbounded); a statement never gets here.
+ */
+async function bounded<T>(
+  pool: PgPoolLike,
+  resolved: ResolvedPgOptions,
+  kind: 'statement' | 'transaction',
+  work: (session: Session, timeout: (() => number) | undefined) => Promise<T>,
+): Promise<T> {
+  const call = OutgoingCall.start(resolved.target, resolved);
+  const client = await checkout(pool, call);
+  const session = new Session(client, call);
+  const timeout = resolved.statementTimeout && call.timeoutMs !== undefined ? () => beltMs(call) : undefined;
+  try {
+    const result = await work(session, timeout);
+    call.end();
+    if (session.cancelSent) {
+      // The work finished as the deadline passed and a cancel is on its way: it must not land on the next
+      // borrower's statement. Hand the connection back once it is delivered (or destroy it).
+      void restore(
+        session,
+        client,
+        kind === 'transaction' ? undefined : timeout ? 'RESET statement_timeout' : undefined,
+      );
+    } else {
+      client.release();
+    }
+    return result;
+  } catch (error) {
+    const typed = typedError(error, call, session.stopped);
+    call.end(typed);
+    // The caller has its answer; the connection is handed back once it is known clean (or destroyed).
+    void restore(
+      session,
+      client,
+      kind === 'transaction' ? 'ROLLBACK' : timeout ? 'RESET statement_timeout' : undefined,
+    );
+    throw typed;
+  }
+}
+
+/**
+ * After a failure or a stop: wait until our statement settled and the cancel was delivered, undo what the unit
+ * left on the connection (an open transaction, a session setting), then release — or destroy it when its state
+ * cannot be vouched for.
+ */
+async function restore(session: Session, client: PgPoolClientLike, undo: string | undefined): Promise<void> {
+  const clean = await session.quiet();
+  if (!clean && client[CANNOT_DESTROY] !== true) {
+    client.release(true);
+    return;
+  }
+  try {
+    if (undo !== undefined) await client.query(undo);
+    client.release();
+  } catch (error) {
+    client.release(error instanceof Error ? error : true);
+  }
+}
+
+/**
+ * `pool.connect()`, waiting no longer than the call may: the pool has no per-checkout timeout, so race it.
+ * A connection that arrives after the stop goes straight back.
+ */
+function checkout(pool: PgPoolLike, call: OutgoingCall): Promise<PgPoolClientLike> {
+  return new Promise((resolve, reject) => {
+    let done = false;
+    call.onStop((error) => {
+      if (done) return;
+      done = true;
+      call.end(error);
+      reject(error);
+    });
+    pool.connect().then(
+      (client) => {
+        if (done) {
+          client.release();
+          return;
+        }
+        done = true;
+        resolve(client);
+      },
+      (error: unknown) => {
+        if (done) return;
+        done = true;
+        call.end(error);
+        reject(error);
+      },
+    );
+  });
+}
+
+/**
+ * Statements that put a connection back in order. They run even when no time is left: refusing a ROLLBACK
+ * after the deadline would hand a connection back to the pool inside an open transaction.
+ */
+const CLEANUP = /^\s*(rollback|abort|reset)\b/i;
+
+/** A connection from `connect()`: each query its own call, under the deadline current when it is made. */
+function checkedOut(client: PgPoolClientLike, resolved: ResolvedPgOptions): DeadlinePoolClient {
+  /** A session setting of ours is on the connection (reset before anything unbounded, and at release). */
+  let dirty = false;
+  /** A stopped statement's cancel, until delivered: the next statement waits for it. */
+  let settling: Promise<boolean> | undefined;
+  /** A cancel may not have been spent on our statement: the connection is destroyed at release. */
+  let poisoned = false;
+  const settle = async () => {
+    if (settling === undefined) return;
+    const clean = await settling;
+    settling = undefined;
+    if (!clean) poisoned = true;
+  };
+  const unbounded = async (text: unknown, values?: unknown[]) => {
+    await settle();
+    if (dirty && !CLEANUP.test(String(text))) {
+      await client.query('RESET statement_timeout');
+      dirty = false;
+    }
+    return client.query(text as string, values);
+  };
+  return {
+    async query<R>(text: string, values?: unknown[]) {
+      // Outside a deadline (no context, or one without a deadline), cursors and streams (submittables), and
+      // cleanup: as the driver would.
+      const scope = storage.getStore();
+      if (scope === undefined || scope.deadline.isNone || typeof text !== 'string' || CLEANUP.test(text)) {
+        return (await unbounded(text, values)) as PgResult<R>;
+      }
+      await settle();
+      const call = OutgoingCall.start(resolved.target, resolved);
+      const session = new Session(client, call);
+      try {
+        if (resolved.statementTimeout && call.timeoutMs !== undefined) {
+          dirty = true;
+          await session.query(`SET statement_timeout = ${beltMs(call)}`);
+        }
+        const result = await session.query<PgResult<R>>(text, values);
+        call.end();
+        if (session.cancelSent) settling = session.quiet();
+        return result;
+      } catch (error) {
+        const typed = typedError(error, call, session.stopped);
+        call.end(typed);
+        if (session.cancelSent) settling = session.quiet();
+        throw typed;
+      }
+    },
+    release(destroy) {
+      const handBack = async () => {
+        await settle();
+        if (destroy || poisoned) {
+          client.release(destroy || true);
+          return;
+        }
+        // The session setting this wrapper made must not reach the next borrower.
+        if (dirty) await client.query('RESET statement_timeout');
+        client.release();
+      };
+      handBack().catch((error: unknown) => client.release(error instanceof Error ? error : true));
+    },
+  };
+}
+
+/**
+ * The server-side belt: the time left plus a little grace. The CancelRequest sent at the deadline is what
+ * stops the statement; the belt is for when this process cannot send it (it died, it is stalled), so it must
+ * not beat the cancel to it — its error could not say which hop's deadline it was.
+ */
+const BELT_GRACE_MS = 50;
+function beltMs(call: OutgoingCall): number {
+  return Math.max(1, Math.ceil((call.timeoutMs as number) - call.elapsedMs())) + BELT_GRACE_MS;
+}
+
+/** A transaction outside any deadline: what the caller would write by hand. */
+async function plainTransaction<T>(pool: PgPoolLike, fn: (tx: PgTransaction) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await fn({ query: (text, values) => client.query(text, values) as Promise<never> });
+    await client.query('COMMIT');
+    client.release();
+    return result;
+  } catch (error) {
+    try {
+      await client.query('ROLLBACK');
+      client.release();
+    } catch (rollbackError) {
+      client.release(rollbackError instanceof Error ? rollbackError : true);
+    }
+    throw error;
+  }
+}
+
+/** The database a pool connects to: its `database` option, or the path of its connection string. */
+function databaseOf(options: PgPoolLike['options']): string | undefined {
+  if (options?.database !== undefined) return options.database;
+  const url = options?.connectionString;
+  if (url === undefined) return undefined;
+  try {
+    const name = decodeURIComponent(new URL(url).pathname.slice(1));
+    return name === '' ? undefined : name;
+  } catch {
+    return undefined;
+  }
+}

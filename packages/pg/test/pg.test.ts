@@ -1,0 +1,442 @@
+/**
+ * @deadline/pg against the PostgreSQL running here: statements cut at the deadline and gone from the server,
+ * the connection back in the pool clean, no context bleed between requests.
+ */
+import diagnostics from 'node:diagnostics_channel';
+import {
+  type CallEndMessage,
+  CancelledError,
+  createContext,
+  currentDeadline,
+  DeadlineExceededError,
+  DiagnosticsChannel,
+  runWithContext,
+  runWithDeadline,
+  traceFrom,
+} from '@deadline/core';
+import fastifyDeadline from '@deadline/fastify';
+import Fastify from 'fastify';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { POSTGRES, requireService } from '../../../test/support/services.ts';
+import { withDeadline } from '../src/index.ts';
+
+const available = await requireService(POSTGRES);
+
+let monitor: pg.Client;
+const pools: pg.Pool[] = [];
+let poolNumber = 0;
+function newPool(max = 2): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: POSTGRES.url,
+    max,
+    application_name: `deadline-test-${process.pid}-${++poolNumber}`,
+  });
+  pools.push(pool);
+  return pool;
+}
+
+/** Whether the statement (found by a marker comment in its text) still runs on the server. */
+async function running(marker: string): Promise<boolean> {
+  const { rows } = await monitor.query(
+    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1 AND pid <> pg_backend_pid()",
+    [`%${marker}%`],
+  );
+  return (rows[0] as { n: number }).n > 0;
+}
+
+/** Watches pg_stat_activity (query after query, no sleeping) until the statement is gone; resolves when. */
+async function goneAt(marker: string, limitMs = 10_000): Promise<number> {
+  const until = performance.now() + limitMs;
+  while (performance.now() < until) {
+    if (!(await running(marker))) return performance.now();
+  }
+  throw new Error(`${marker} still running after ${limitMs} ms`);
+}
+
+/** Waits until the statement is running (so a cut-off is tested on a statement the server really runs). */
+async function startedRunning(marker: string): Promise<void> {
+  const until = performance.now() + 10_000;
+  while (performance.now() < until) if (await running(marker)) return;
+  throw new Error(`${marker} never started`);
+}
+
+async function connectionsOf(pool: pg.Pool): Promise<number> {
+  const name = (pool as unknown as { options: { application_name: string } }).options.application_name;
+  const { rows } = await monitor.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [
+    name,
+  ]);
+  return (rows[0] as { n: number }).n;
+}
+
+let markerNumber = 0;
+const marker = () => `deadline_marker_${process.pid}_${++markerNumber}`;
+
+describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
+  beforeAll(async () => {
+    monitor = new pg.Client({ connectionString: POSTGRES.url });
+    await monitor.connect();
+  });
+  afterAll(async () => {
+    await Promise.all(pools.map((p) => p.end()));
+    await monitor?.end();
+  });
+
+  it('outside a context: the pool as it is', async () => {
+    const db = withDeadline(newPool());
+    const { rows } = await db.query<{ n: number }>('SELECT 1 AS n');
+    expect(rows).toEqual([{ n: 1 }]);
+  });
+
+  it('pg_sleep(5) under a 200 ms budget: rejects near 200 ms, the statement is gone, the pool works', async () => {
+    const pool = newPool();
+    const db = withDeadline(pool, { name: 'orders-db' });
+    const m = marker();
+    const started = performance.now();
+    const error = await runWithDeadline(200, () => db.query(`SELECT pg_sleep(5) /* ${m} */`)).catch((e: unknown) => e);
+    const rejectedAt = performance.now();
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(error).toMatchObject({ phase: 'during-call', target: 'orders-db' });
+    // The server confirmed: the driver's error (57014, canceled) is the cause.
+    expect((error as Error).cause).toMatchObject({ code: '57014' });
+    expect(rejectedAt - started).toBeGreaterThanOrEqual(195);
+    expect(rejectedAt - started).toBeLessThan(1_500);
+    const gone = await goneAt(m);
+    expect(gone - rejectedAt).toBeLessThan(1_000);
+    const { rows } = await db.query<{ n: number }>('SELECT 1 AS n');
+    expect(rows[0]?.n).toBe(1);
+    expect(pool.totalCount).toBeLessThanOrEqual(2);
+  });
+
+  it('deadline → statement gone from pg_stat_activity, over 100 runs (p50, p99)', async () => {
+    const db = withDeadline(newPool());
+    const latencies: number[] = [];
+    for (let i = 0; i < 100; i++) {
+      const m = marker();
+      let deadlineAt = 0;
+      const error = await runWithDeadline(50, () => {
+        // The deadline's own instant on the monotonic clock (performance.now()), not when we heard of it.
+        deadlineAt = currentDeadline()?.expiresAt as number;
+        return db.query(`SELECT pg_sleep(5) /* ${m} */`);
+      }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(DeadlineExceededError);
+      latencies.push((await goneAt(m)) - deadlineAt);
+    }
+    latencies.sort((a, b) => a - b);
+    const p50 = latencies[49] as number;
+    const p99 = latencies[98] as number;
+    console.log(`postgres cancel: deadline → statement gone p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms`);
+    expect(p99).toBeLessThan(500);
+  }, 60_000);
+
+  it('the server-side belt: statement_timeout is set for the statement, and back to default on the connection', async () => {
+    const pool = newPool(1);
+    const db = withDeadline(pool);
+    const inside = await runWithDeadline(5_000, () =>
+      db.query<{ statement_timeout: string }>('SHOW statement_timeout'),
+    );
+    const set = inside.rows[0]?.statement_timeout as string;
+    expect(set).toMatch(/^\d+ms$|^\d+s$/);
+    expect(Number.parseInt(set, 10)).toBeGreaterThan(0);
+    const after = await pool.query('SHOW statement_timeout');
+    expect(after.rows[0].statement_timeout).toBe('0');
+  });
+
+  it('a budget already gone: DeadlineExceededError before-call, the pool untouched', async () => {
+    const pool = newPool();
+    const db = withDeadline(pool);
+    const ctx = createContext({ root: true, deadline: 0.5 });
+    const error = await ctx.run(() => db.query('SELECT 1')).catch((e: unknown) => e);
+    expect(error).toMatchObject({ phase: 'before-call' });
+    expect(pool.totalCount).toBe(0);
+  });
+
+  it('a checkout waits no longer than the budget; the connection that comes later goes back to the pool', async () => {
+    const pool = newPool(1);
+    const db = withDeadline(pool);
+    const held = await pool.connect();
+    const started = performance.now();
+    const error = await runWithDeadline(200, () => db.query('SELECT 1')).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(performance.now() - started).toBeLessThan(1_500);
+    held.release();
+    // The abandoned checkout got the connection and handed it straight back: the pool still serves.
+    const { rows } = await runWithDeadline(2_000, () => db.query<{ n: number }>('SELECT 2 AS n'));
+    expect(rows[0]?.n).toBe(2);
+    expect(pool.totalCount).toBe(1);
+  });
+
+  it('a statement waiting on a row lock is cancelled the same way', async () => {
+    const db = withDeadline(newPool());
+    await monitor.query('CREATE TABLE IF NOT EXISTS deadline_locks (id int PRIMARY KEY, n int)');
+    await monitor.query('INSERT INTO deadline_locks VALUES (1, 0) ON CONFLICT DO NOTHING');
+    const holder = new pg.Client({ connectionString: POSTGRES.url });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT * FROM deadline_locks WHERE id = 1 FOR UPDATE');
+      const m = marker();
+      const error = await runWithDeadline(200, () =>
+        db.query(`UPDATE deadline_locks SET n = n + 1 WHERE id = 1 /* ${m} */`),
+      ).catch((e: unknown) => e);
+      const rejectedAt = performance.now();
+      expect(error).toBeInstanceOf(DeadlineExceededError);
+      expect((await goneAt(m)) - rejectedAt).toBeLessThan(1_000);
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+  });
+
+  it('a CPU-heavy statement is stopped', async () => {
+    const db = withDeadline(newPool());
+    const m = marker();
+    const error = await runWithDeadline(200, () =>
+      db.query(`SELECT count(*) FROM generate_series(1, 2000000000) /* ${m} */`),
+    ).catch((e: unknown) => e);
+    const rejectedAt = performance.now();
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect((await goneAt(m)) - rejectedAt).toBeLessThan(1_000);
+  });
+
+  it('a transaction cancelled mid-way is rolled back and its connection returned healthy', async () => {
+    const pool = newPool(1);
+    const db = withDeadline(pool);
+    await monitor.query('CREATE TABLE IF NOT EXISTS deadline_tx (id serial PRIMARY KEY, tag text)');
+    const tag = marker();
+    const error = await runWithDeadline(300, () =>
+      db.transaction(async (tx) => {
+        await tx.query('INSERT INTO deadline_tx (tag) VALUES ($1)', [tag]);
+        await tx.query('SELECT pg_sleep(5)');
+      }),
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    const { rows } = await db.query('SELECT count(*)::int AS n FROM deadline_tx WHERE tag = $1', [tag]);
+    expect(rows[0]).toEqual({ n: 0 });
+    // The same (only) connection: outside any transaction, default settings.
+    const state = await pool.query(
+      "SELECT current_setting('statement_timeout') AS t, now() = statement_timestamp() AS fresh",
+    );
+    expect(state.rows[0]).toEqual({ t: '0', fresh: true });
+    expect(pool.totalCount).toBe(1);
+  });
+
+  it('a transaction that completes commits', async () => {
+    const db = withDeadline(newPool(1));
+    await monitor.query('CREATE TABLE IF NOT EXISTS deadline_tx (id serial PRIMARY KEY, tag text)');
+    const tag = marker();
+    await runWithDeadline(5_000, () =>
+      db.transaction((tx) => tx.query('INSERT INTO deadline_tx (tag) VALUES ($1)', [tag])),
+    );
+    const { rows } = await monitor.query('SELECT count(*)::int AS n FROM deadline_tx WHERE tag = $1', [tag]);
+    expect(rows[0]).toEqual({ n: 1 });
+  });
+
+  it('two requests on a pool of one connection: each bounded by its own budget, each call in its own trace', async () => {
+    const db = withDeadline(newPool(1));
+    const ends: CallEndMessage[] = [];
+    const onEnd = (message: unknown) => ends.push(message as CallEndMessage);
+    diagnostics.subscribe(DiagnosticsChannel.CallEnd, onEnd);
+    try {
+      const traceA = traceFrom('00-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-aaaaaaaaaaaaaaaa-01', undefined);
+      const traceB = traceFrom('00-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb-bbbbbbbbbbbbbbbb-01', undefined);
+      const started = performance.now();
+      const timed = (p: Promise<unknown>) =>
+        p.then(
+          () => performance.now() - started,
+          () => performance.now() - started,
+        );
+      const [a, b] = await Promise.all([
+        timed(runWithContext({ deadline: 300, trace: traceA }, () => db.query('SELECT pg_sleep(5)'))),
+        timed(runWithContext({ deadline: 900, trace: traceB }, () => db.query('SELECT pg_sleep(5)'))),
+      ]);
+      expect(a).toBeGreaterThanOrEqual(295);
+      expect(a).toBeLessThan(800);
+      // B waited for the connection, then was cut at its own deadline, not A's.
+      expect(b).toBeGreaterThanOrEqual(895);
+      expect(b).toBeLessThan(2_000);
+      const traces = ends.map((e) => e.context?.trace?.traceId);
+      expect(traces).toContain('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa');
+      expect(traces).toContain('bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb');
+      for (const end of ends) expect(end.outcome).toBe('deadline_exceeded');
+    } finally {
+      diagnostics.unsubscribe(DiagnosticsChannel.CallEnd, onEnd);
+    }
+  });
+
+  it('1,000 cancelled statements: no leaked connections, no unhandled rejections, settings back to default', async () => {
+    const pool = newPool(4);
+    const db = withDeadline(pool);
+    const sockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
+    const socketsBefore = sockets();
+    let unhandled = 0;
+    const onUnhandled = () => {
+      unhandled++;
+    };
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      let cancelled = 0;
+      const worker = async (count: number) => {
+        for (let i = 0; i < count; i++) {
+          const error = await runWithDeadline(10, () => db.query('SELECT pg_sleep(5)')).catch((e: unknown) => e);
+          if (error instanceof DeadlineExceededError) cancelled++;
+        }
+      };
+      await Promise.all([worker(250), worker(250), worker(250), worker(250)]);
+      expect(cancelled).toBe(1_000);
+      // Settle: every connection back (or replaced), then look.
+      const settings = await Promise.all(
+        [1, 2, 3, 4].map(() => pool.query("SELECT current_setting('statement_timeout') AS t, pg_sleep(0.05)")),
+      );
+      for (const s of settings) expect(s.rows[0].t).toBe('0');
+      expect(await connectionsOf(pool)).toBeLessThanOrEqual(4);
+      expect(pool.totalCount).toBeLessThanOrEqual(4);
+      // The cancel connections are gone too: what is open is the pool's own (at most 4 more than before).
+      expect(sockets() - socketsBefore).toBeLessThanOrEqual(4);
+      expect(unhandled).toBe(0);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  }, 120_000);
+
+  it('the client leaving the HTTP edge cancels the running statement', async () => {
+    const db = withDeadline(newPool());
+    const m = marker();
+    // The aborted client's keep-alive socket would hold close() for undici's 4 s keep-alive timeout.
+    const app = Fastify({ forceCloseConnections: true });
+    await app.register(fastifyDeadline, { serviceName: 'orders' });
+    let failed: (error: unknown) => void = () => {};
+    const failedWith = new Promise((resolve) => {
+      failed = resolve;
+    });
+    app.get('/', async () => {
+      try {
+        await db.query(`SELECT pg_sleep(5) /* ${m} */`);
+      } catch (error) {
+        failed(error);
+        throw error;
+      }
+    });
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const controller = new AbortController();
+      const pending = request(url, { signal: controller.signal }).catch((e: unknown) => e);
+      await startedRunning(m);
+      controller.abort();
+      await pending;
+      const abortedAt = performance.now();
+      expect((await goneAt(m)) - abortedAt).toBeLessThan(1_000);
+      expect(await failedWith).toBeInstanceOf(CancelledError);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('a single pg.Client: requests take turns, each cut at its own deadline, the cancel never hits the other', async () => {
+    const client = new pg.Client({ connectionString: POSTGRES.url });
+    await client.connect();
+    try {
+      const db = withDeadline(client);
+      const started = performance.now();
+      const slow = runWithDeadline(300, () => db.query('SELECT pg_sleep(5)')).catch((e: unknown) => e);
+      const quick = runWithDeadline(2_000, () => db.query<{ n: number }>('SELECT pg_sleep(0.05), 7 AS n'));
+      expect(await slow).toBeInstanceOf(DeadlineExceededError);
+      expect((await quick).rows[0]?.n).toBe(7);
+      expect(performance.now() - started).toBeLessThan(2_000);
+      const { rows } = await client.query('SHOW statement_timeout');
+      expect(rows[0].statement_timeout).toBe('0');
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('a statement that ends as the deadline passes: the cancel in flight never lands on the next borrower', async () => {
+    const pool = newPool(1);
+    const db = withDeadline(pool, { statementTimeout: false });
+    let hit = 0;
+    for (let i = 0; i < 60; i++) {
+      await runWithDeadline(30, () => db.query('SELECT pg_sleep(0.03)')).catch(() => {});
+      await pool.query('SELECT pg_sleep(0.005)').catch((error: { code?: string }) => {
+        if (error.code === '57014') hit++;
+      });
+    }
+    expect(hit).toBe(0);
+  });
+
+  it("the stop's error carries the driver's 57014 as its cause when our cancel ends the statement", async () => {
+    const db = withDeadline(newPool(), { statementTimeout: false });
+    const error = await runWithDeadline(100, () => db.query('SELECT pg_sleep(5)')).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect((error as Error).cause).toMatchObject({ code: '57014' });
+  });
+
+  it("an operator's pg_cancel_backend() is not a deadline: the driver's error comes through", async () => {
+    const pool = newPool(1);
+    const db = withDeadline(pool);
+    const m = marker();
+    const pending = runWithDeadline(10_000, () => db.query(`SELECT pg_sleep(5) /* ${m} */`)).catch((e: unknown) => e);
+    await startedRunning(m);
+    await monitor.query(
+      "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE $1 AND state = 'active' AND pid <> pg_backend_pid()",
+      [`%${m}%`],
+    );
+    const error = await pending;
+    expect(error).not.toBeInstanceOf(DeadlineExceededError);
+    expect(error).toMatchObject({ code: '57014' });
+  });
+
+  it('a single pg.Client: a transaction cut at the deadline is rolled back (no open transaction left)', async () => {
+    const client = new pg.Client({ connectionString: POSTGRES.url });
+    await client.connect();
+    try {
+      const db = withDeadline(client, { statementTimeout: false });
+      for (let i = 0; i < 20; i++) {
+        await runWithDeadline(40, () =>
+          db.transaction(async (tx) => {
+            await tx.query('SELECT 1');
+            await tx.query('SELECT pg_sleep(0.04)');
+          }),
+        ).catch(() => {});
+        const { rows } = await db.query('SELECT now() = statement_timestamp() AS fresh');
+        expect(rows[0]).toEqual({ fresh: true });
+      }
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('a hand-written transaction on connect(): ROLLBACK after the deadline still runs', async () => {
+    const pool = newPool(1);
+    const db = withDeadline(pool);
+    await runWithDeadline(200, async () => {
+      const client = await db.connect();
+      try {
+        await client.query('BEGIN');
+        await expect(client.query('SELECT pg_sleep(5)')).rejects.toBeInstanceOf(DeadlineExceededError);
+        await client.query('ROLLBACK'); // no time left, but cleanup is never refused
+      } finally {
+        client.release();
+      }
+    });
+    const state = await pool.query(
+      "SELECT now() = statement_timestamp() AS fresh, current_setting('statement_timeout') AS t",
+    );
+    expect(state.rows[0]).toEqual({ fresh: true, t: '0' });
+  });
+
+  it('an ORM on the wrapped pool (Kysely) is bounded too', async () => {
+    const db = withDeadline(newPool());
+    const kysely = new Kysely<Record<string, never>>({ dialect: new PostgresDialect({ pool: db as never }) });
+    const m = marker();
+    const error = await runWithDeadline(200, () => sql`SELECT pg_sleep(5) /* ${sql.raw(m)} */`.execute(kysely)).catch(
+      (e: unknown) => e,
+    );
+    const rejectedAt = performance.now();
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect((await goneAt(m)) - rejectedAt).toBeLessThan(1_000);
+    const ok = await runWithDeadline(2_000, () => sql<{ n: number }>`SELECT 1 AS n`.execute(kysely));
+    expect(ok.rows).toEqual([{ n: 1 }]);
+  });
+});
