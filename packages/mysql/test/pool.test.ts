@@ -2,7 +2,17 @@
  * The pool under load: requests with different budgets sharing one connection, a thousand cancelled statements
  * without a leak, a side connection that died, checkout of a connection of one's own.
  */
-import { CancelledError, createContext, DeadlineExceededError, runWithDeadline } from '@deadline/core';
+import diagnostics from 'node:diagnostics_channel';
+import {
+  type CallEndMessage,
+  CancelledError,
+  createContext,
+  DeadlineExceededError,
+  DiagnosticsChannel,
+  runWithContext,
+  runWithDeadline,
+  traceFrom,
+} from '@deadline/core';
 import { createPool, type Pool, type RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MARIADB, requireService } from '../../../test/support/services.ts';
@@ -38,16 +48,22 @@ describe.runIf(ok)('a pool under the deadline (MariaDB)', () => {
       await db.query('SELECT 1'); // the connection exists; the side connection opens with the first deadline
       const first = marker();
       const second = marker();
+      // Each request's calls are published in its own context: a log line carries its own trace id.
+      const ends: CallEndMessage[] = [];
+      const onEnd = (message: unknown) => ends.push(message as CallEndMessage);
+      diagnostics.subscribe(DiagnosticsChannel.CallEnd, onEnd);
+      const traceA = traceFrom('00-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-aaaaaaaaaaaaaaaa-01', undefined);
+      const traceB = traceFrom('00-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb-bbbbbbbbbbbbbbbb-01', undefined);
       const start = performance.now();
       // 300 ms: holds the only connection until its deadline.
       const a = settle(
         start,
-        runWithDeadline(300, () => db.query(`SELECT SLEEP(5) /* ${first} */`)),
+        runWithContext({ deadline: 300, trace: traceA }, () => db.query(`SELECT SLEEP(5) /* ${first} */`)),
       );
       // 700 ms: waits for the connection, then runs until its own deadline, not the first one's.
       const b = settle(
         start,
-        runWithDeadline(700, () => db.query(`SELECT SLEEP(5) /* ${second} */`)),
+        runWithContext({ deadline: 700, trace: traceB }, () => db.query(`SELECT SLEEP(5) /* ${second} */`)),
       );
       // 150 ms: never gets the connection.
       const c = settle(
@@ -70,6 +86,11 @@ describe.runIf(ok)('a pool under the deadline (MariaDB)', () => {
       expect(two.elapsed).toBeGreaterThanOrEqual(695);
       expect(two.elapsed).toBeLessThan(1_200);
       await watcher.waitGone(second);
+      diagnostics.unsubscribe(DiagnosticsChannel.CallEnd, onEnd);
+      const traces = ends.map((end) => end.context?.trace?.traceId);
+      expect(traces).toContain('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa');
+      expect(traces).toContain('bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb');
+      for (const end of ends) expect(end.outcome).toBe('deadline_exceeded');
       const [[row]] = await db.query<RowDataPacket[]>('SELECT 1 AS one');
       expect(row?.one).toBe(1);
     } finally {
