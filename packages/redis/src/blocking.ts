@@ -1,0 +1,98 @@
+/**
+ * Redis's blocking commands: where each keeps its timeout and in which unit, and how to put back what it
+ * popped. A blocking command given a server-side timeout within the budget returns by itself; one released
+ * early (the request died) may have popped an element in the race, which must go back, not be lost.
+ */
+
+type Args = (string | number | Buffer)[];
+
+/** Where a command's timeout argument is. @internal */
+interface BlockingSpec {
+  /** The index of the timeout argument, or a function finding it (`XREAD … BLOCK ms`). */
+  at: number | ((args: Args) => number);
+  unit: 's' | 'ms';
+  /** Puts back what the command returned (list and sorted-set pops); absent when nothing is removed. */
+  pushBack?: (args: Args, reply: unknown) => [string, ...(string | number | Buffer)[]][];
+}
+
+const last = (args: Args) => args.length - 1;
+const afterWord = (word: string) => (args: Args) => {
+  const at = args.findIndex((a) => String(a).toUpperCase() === word);
+  return at === -1 ? -1 : at + 1;
+};
+
+/** BLPOP/BRPOP reply: [key, element]. Back to the end it was taken from. */
+const listPop =
+  (push: 'lpush' | 'rpush') =>
+  (_args: Args, reply: unknown): [string, ...(string | Buffer)[]][] => {
+    if (!Array.isArray(reply) || reply.length !== 2) return [];
+    return [[push, reply[0] as string, reply[1] as string]];
+  };
+
+/** BZPOPMIN/MAX reply: [key, member, score]. */
+const zsetPop = (_args: Args, reply: unknown): [string, ...(string | Buffer)[]][] => {
+  if (!Array.isArray(reply) || reply.length !== 3) return [];
+  return [['zadd', reply[0] as string, reply[2] as string, reply[1] as string]];
+};
+
+/** BLMPOP reply: [key, [elements…]], taken from LEFT or RIGHT (the argument after the keys). */
+const listMultiPop = (args: Args, reply: unknown): [string, ...(string | Buffer)[]][] => {
+  if (!Array.isArray(reply) || reply.length !== 2 || !Array.isArray(reply[1])) return [];
+  const numkeys = Number(args[1]);
+  const fromLeft = String(args[2 + numkeys]).toUpperCase() === 'LEFT';
+  const elements = reply[1] as (string | Buffer)[];
+  // LPUSH a b c puts c first: push back in reverse to restore the head's order; RPUSH in order for the tail.
+  return fromLeft
+    ? [['lpush', reply[0] as string, ...[...elements].reverse()]]
+    : [['rpush', reply[0] as string, ...elements]];
+};
+
+/** BZMPOP reply: [key, [[member, score]…]]. */
+const zsetMultiPop = (_args: Args, reply: unknown): [string, ...(string | Buffer)[]][] => {
+  if (!Array.isArray(reply) || reply.length !== 2 || !Array.isArray(reply[1])) return [];
+  const pairs = reply[1] as [string, string][];
+  return pairs.length === 0
+    ? []
+    : [['zadd', reply[0] as string, ...pairs.flatMap(([member, score]) => [score, member])]];
+};
+
+/** @internal */
+export const BLOCKING: Readonly<Record<string, BlockingSpec>> = {
+  blpop: { at: last, unit: 's', pushBack: listPop('lpush') },
+  brpop: { at: last, unit: 's', pushBack: listPop('rpush') },
+  bzpopmin: { at: last, unit: 's', pushBack: zsetPop },
+  bzpopmax: { at: last, unit: 's', pushBack: zsetPop },
+  blmpop: { at: 0, unit: 's', pushBack: listMultiPop },
+  bzmpop: { at: 0, unit: 's', pushBack: zsetMultiPop },
+  // The element moves to the destination list: moved, not lost.
+  blmove: { at: last, unit: 's' },
+  brpoplpush: { at: last, unit: 's' },
+  // Stream reads remove nothing (XREADGROUP's entries wait in the pending list).
+  xread: { at: afterWord('BLOCK'), unit: 'ms' },
+  xreadgroup: { at: afterWord('BLOCK'), unit: 'ms' },
+  wait: { at: 1, unit: 'ms' },
+};
+
+/**
+ * The command's arguments with its server-side timeout no longer than `budgetMs` (0 — "forever" — becomes the
+ * budget). Returns them unchanged when the command does not block or names no timeout.
+ * @internal
+ */
+export function clampTimeout(command: string, args: Args, budgetMs: number): Args {
+  const spec = BLOCKING[command];
+  if (spec === undefined) return args;
+  const at = typeof spec.at === 'number' ? spec.at : spec.at(args);
+  if (at < 0 || at >= args.length) return args;
+  const given = Number(args[at]);
+  const givenMs = Number.isFinite(given) && given >= 0 ? (spec.unit === 's' ? given * 1000 : given) : 0;
+  // Whole ms, at least 1: 0 would mean "block forever".
+  const ms = Math.max(1, Math.floor(givenMs === 0 ? budgetMs : Math.min(givenMs, budgetMs)));
+  const clamped = [...args];
+  clamped[at] = spec.unit === 's' ? (ms / 1000).toFixed(3) : String(ms);
+  return clamped;
+}
+
+/** Commands that put back what a released blocking command popped. @internal */
+export function pushBackCommands(command: string, args: Args, reply: unknown) {
+  return BLOCKING[command]?.pushBack?.(args, reply) ?? [];
+}

@@ -1,0 +1,34 @@
+/** The parts of an ioredis client used (ioredis is a peer, not imported: these are structural). */
+import type { EventEmitter } from 'node:events';
+
+/**
+ * An ioredis client (`Redis`; a `Cluster` fits too): the generic `call`, `callBuffer`, its status and events.
+ *
+ * @example
+ * ```ts
+ * import Redis from 'ioredis';
+ * const client: RedisLike = new Redis(process.env.REDIS_URL);
+ * ```
+ */
+export interface RedisLike extends EventEmitter {
+  status: string;
+  call(command: string, ...args: unknown[]): Promise<unknown>;
+  callBuffer(command: string, ...args: unknown[]): Promise<unknown>;
+  getBuiltinCommands(): string[];
+  duplicate(): RedisLike;
+  disconnect(): void;
+  pipeline(commands?: unknown[][]): PipelineLike;
+  multi(commands?: unknown[][] | { pipeline?: boolean }): PipelineLike;
+}
+
+/**
+ * An ioredis `Pipeline` (also what `multi()` returns): commands queue here and go out on `exec()`.
+ *
+ * @example
+ * ```ts
+ * const [[, a], [, b]] = (await redis.pipeline().get('a').get('b').exec()) ?? [];
+ * ```
+ */
+export interface PipelineLike {
+  exec(): Promise<[Error | null, unknown][] | null>;
+}

@@ -1,0 +1,253 @@
+/**
+ * `withDeadline(redis)`: the client a service already has, wrapped (never the module patched). Inside a
+ * deadline context each command is one `OutgoingCall`: not sent without time left (nor parked in the offline
+ * queue while the server is away), rejected with the typed error when its budget runs out — ioredis keeps the
+ * command in its queue, so later replies still match their commands — and, for a blocking command, bounded on
+ * the server too and released with `CLIENT UNBLOCK` when the request dies first. Outside a context: unchanged.
+ */
+import type { CancelledError, DeadlineExceededError } from '@deadline/core';
+import { OutgoingCall, storage } from '@deadline/core/internal';
+import { BLOCKING, clampTimeout, pushBackCommands } from './blocking.js';
+import { type RedisDeadlineOptions, type ResolvedRedisOptions, resolveRedisOptions } from './options.js';
+import type { PipelineLike, RedisLike } from './types.js';
+
+type Stop = DeadlineExceededError | CancelledError;
+
+/**
+ * A blocking command's server-side timeout ends this much before the call's: the server answers "nothing came"
+ * by itself, and the connection is never left blocked by a reply that crossed our own timer.
+ */
+const SERVER_EARLY_MS = 20;
+
+/**
+ * Wraps an ioredis client: inside a deadline context its commands are bounded by the request's remaining
+ * budget; blocking commands get a server-side timeout within it and are released when the request dies;
+ * pipelines and `multi()` are bounded as a whole and not sent without time left.
+ *
+ * @example
+ * ```ts
+ * import Redis from 'ioredis';
+ * import { withDeadline } from '@deadline/redis';
+ *
+ * const redis = withDeadline(new Redis(process.env.REDIS_URL), { name: 'sessions' });
+ * app.get('/me', async (request) => {
+ *   return JSON.parse((await redis.get(`session:${request.headers.cookie}`)) ?? 'null');
+ * });
+ * ```
+ */
+export function withDeadline<R extends RedisLike>(redis: R, options?: RedisDeadlineOptions): R {
+  const resolved = resolveRedisOptions(options);
+  const commands = new Set(redis.getBuiltinCommands());
+  const unblocker = new Unblocker(redis);
+  const run = (command: string, args: unknown[], buffers: boolean) =>
+    runCommand(redis, resolved, unblocker, command, args, buffers);
+  return new Proxy(redis, {
+    get(target, property) {
+      if (typeof property === 'string') {
+        if (property === 'pipeline' || property === 'multi') {
+          return (...args: unknown[]) =>
+            boundedPipeline((target[property] as (...a: unknown[]) => PipelineLike).apply(target, args), resolved);
+        }
+        if (property === 'call' || property === 'callBuffer') {
+          return (command: string, ...args: unknown[]) => run(command.toLowerCase(), args, property === 'callBuffer');
+        }
+        const buffers = property.endsWith('Buffer');
+        const command = buffers ? property.slice(0, -'Buffer'.length) : property;
+        if (commands.has(command)) return (...args: unknown[]) => run(command, args, buffers);
+      }
+      const value = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+function runCommand(
+  redis: RedisLike,
+  resolved: ResolvedRedisOptions,
+  unblocker: Unblocker,
+  command: string,
+  args: unknown[],
+  buffers: boolean,
+): Promise<unknown> {
+  const send = (a: unknown[]) => (buffers ? redis.callBuffer(command, ...a) : redis.call(command, ...a));
+  // Outside a context, and the callback style (its last argument a function): exactly what ioredis does.
+  if (storage.getStore() === undefined || typeof args[args.length - 1] === 'function') {
+    return (
+      (redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[
+        buffers ? `${command}Buffer` : command
+      ]?.(...args) ?? send(args)
+    );
+  }
+  let call: OutgoingCall;
+  try {
+    call = OutgoingCall.start(`${resolved.name}: ${command.toUpperCase()}`, resolved);
+  } catch (error) {
+    // No time left: nothing is written; rejected like any command, not thrown.
+    return Promise.reject(error);
+  }
+  const blocking = BLOCKING[command] !== undefined;
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    /** The arguments as sent, once sent (a released blocking pop's reply is put back from them). */
+    let sent: unknown[] | undefined;
+    let clientId: Promise<number | undefined> | undefined;
+    call.onStop((error: Stop) => {
+      if (settled) return;
+      settled = true;
+      call.end(error);
+      reject(error);
+      // A blocked connection holds every command queued behind it: release it on the server.
+      if (blocking && sent !== undefined && clientId !== undefined) void unblocker.unblock(clientId);
+    });
+    const start = async () => {
+      // Reconnecting: wait for the server within the budget, rather than leave the command in ioredis's
+      // offline queue, which would send it whenever the server comes back — long after anyone waits.
+      if (redis.status !== 'ready' && redis.status !== 'wait' && redis.status !== 'end') {
+        await untilReady(redis, call);
+      }
+      if (settled) return;
+      let a = args;
+      if (blocking) {
+        clientId = unblocker.idOf();
+        await clientId;
+        if (settled) return;
+        const left = (call.timeoutMs ?? Number.POSITIVE_INFINITY) - call.elapsedMs() - SERVER_EARLY_MS;
+        if (Number.isFinite(left)) a = clampTimeout(command, args as never, Math.max(1, left));
+      }
+      sent = a;
+      send(a).then(
+        (value) => {
+          if (!settled) {
+            settled = true;
+            call.end();
+            resolve(value);
+            return;
+          }
+          // Released after the caller was answered, with an element popped in the race: put it back.
+          if (blocking) void unblocker.pushBack(command, a, value);
+        },
+        (error: unknown) => {
+          if (settled) return;
+          settled = true;
+          call.end(error);
+          reject(error);
+        },
+      );
+    };
+    start().catch((error: unknown) => {
+      if (settled) return;
+      settled = true;
+      call.end(error);
+      reject(error);
+    });
+  });
+}
+
+/** Resolves when the client is ready, or the call stops first. Errors while reconnecting are ioredis's to report. */
+function untilReady(redis: RedisLike, call: OutgoingCall): Promise<void> {
+  return new Promise((resolve) => {
+    const ready = () => resolve();
+    redis.once('ready', ready);
+    call.onStop(() => {
+      redis.off('ready', ready);
+      resolve();
+    });
+  });
+}
+
+/**
+ * What releases blocked connections: the client's connection id (asked once per connection), and a side
+ * connection for `CLIENT UNBLOCK` and for putting back what a released pop took.
+ */
+class Unblocker {
+  readonly #redis: RedisLike;
+  #id: Promise<number | undefined> | undefined;
+  #side: RedisLike | undefined;
+
+  constructor(redis: RedisLike) {
+    this.#redis = redis;
+    // A new connection has a new id.
+    redis.on('close', () => {
+      this.#id = undefined;
+    });
+    // The side connection lives no longer than the client it serves.
+    redis.on('end', () => {
+      this.#side?.disconnect();
+      this.#side = undefined;
+    });
+  }
+
+  idOf(): Promise<number | undefined> {
+    this.#id ??= this.#redis.call('client', 'id').then(
+      (id) => Number(id),
+      () => undefined,
+    );
+    return this.#id;
+  }
+
+  async unblock(id: Promise<number | undefined>): Promise<void> {
+    const clientId = await id;
+    if (clientId === undefined) return;
+    // TIMEOUT: the command returns as if its own timeout passed (nothing popped), not with an error.
+    await this.#sideConnection()
+      .call('client', 'unblock', clientId, 'timeout')
+      .catch(() => {});
+  }
+
+  async pushBack(command: string, args: unknown[], reply: unknown): Promise<void> {
+    for (const [name, ...rest] of pushBackCommands(command, args as never, reply)) {
+      await this.#sideConnection()
+        .call(name, ...rest)
+        .catch(() => {});
+    }
+  }
+
+  #sideConnection(): RedisLike {
+    if (this.#side === undefined || this.#side.status === 'end') {
+      const side = this.#redis.duplicate();
+      this.#side = side;
+      // Never keeps the process alive, never reports on the app's error handlers.
+      side.on('error', () => {});
+      side.on('connect', () => (side as unknown as { stream?: { unref?: () => void } }).stream?.unref?.());
+    }
+    return this.#side;
+  }
+}
+
+/** A pipeline or MULTI: bounded as a whole; not sent at all without time left. */
+function boundedPipeline(pipeline: PipelineLike, resolved: ResolvedRedisOptions): PipelineLike {
+  const exec = pipeline.exec.bind(pipeline);
+  pipeline.exec = () => {
+    if (storage.getStore() === undefined) return exec();
+    let call: OutgoingCall;
+    try {
+      call = OutgoingCall.start(`${resolved.name}: PIPELINE`, resolved);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      call.onStop((error) => {
+        if (settled) return;
+        settled = true;
+        call.end(error);
+        reject(error);
+      });
+      exec().then(
+        (results) => {
+          if (settled) return;
+          settled = true;
+          call.end();
+          resolve(results);
+        },
+        (error: unknown) => {
+          if (settled) return;
+          settled = true;
+          call.end(error);
+          reject(error);
+        },
+      );
+    });
+  };
+  return pipeline;
+}
