@@ -129,7 +129,7 @@ export class OutgoingCall {
     if (scope?._stoppable === true) {
       this.#unsubscribe = scope._subscribe((reason) => this.#stop(this.#fromContext(reason)), !ownTimer);
     }
-    if (ownTimer && !this.#ended) {
+    if (ownTimer && !this.#ended && this.#stopped === undefined) {
       const delay = timerDelay(timeoutMs - (monotonicNow() - this.startedAt));
       this.#timer = setTimeout(() => this.#stop(this.#timedOut()), delay);
       this.#timer.unref();
