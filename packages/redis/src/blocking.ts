@@ -16,9 +16,18 @@ interface BlockingSpec {
 }
 
 const last = (args: Args) => args.length - 1;
-const afterWord = (word: string) => (args: Args) => {
-  const at = args.findIndex((a) => String(a).toUpperCase() === word);
-  return at === -1 ? -1 : at + 1;
+/**
+ * XREAD/XREADGROUP: `BLOCK ms` is one of the options before `STREAMS` (after XREADGROUP's `GROUP group
+ * consumer`); keys, ids and names may be spelled anything, so the options are walked, not searched.
+ */
+const blockOption = (first: number) => (args: Args) => {
+  for (let i = first; i < args.length; i++) {
+    const option = String(args[i]).toUpperCase();
+    if (option === 'BLOCK') return i + 1;
+    if (option === 'COUNT' || option === 'CLAIM') i++;
+    else if (option !== 'NOACK') return -1; // STREAMS, or something this table does not know
+  }
+  return -1;
 };
 
 /** BLPOP/BRPOP reply: [key, element]. Back to the end it was taken from. */
@@ -40,11 +49,10 @@ const listMultiPop = (args: Args, reply: unknown): [string, ...(string | Buffer)
   if (!Array.isArray(reply) || reply.length !== 2 || !Array.isArray(reply[1])) return [];
   const numkeys = Number(args[1]);
   const fromLeft = String(args[2 + numkeys]).toUpperCase() === 'LEFT';
-  const elements = reply[1] as (string | Buffer)[];
-  // LPUSH a b c puts c first: push back in reverse to restore the head's order; RPUSH in order for the tail.
-  return fromLeft
-    ? [['lpush', reply[0] as string, ...[...elements].reverse()]]
-    : [['rpush', reply[0] as string, ...elements]];
+  // The reply lists the elements in the order they were popped, from the end named: pushing them back onto
+  // that end last-popped first restores the list (LEFT [a, b] → LPUSH b a; RIGHT [c, b] → RPUSH b c).
+  const elements = [...(reply[1] as (string | Buffer)[])].reverse();
+  return [[fromLeft ? 'lpush' : 'rpush', reply[0] as string, ...elements]];
 };
 
 /** BZMPOP reply: [key, [[member, score]…]]. */
@@ -68,10 +76,18 @@ export const BLOCKING: Readonly<Record<string, BlockingSpec>> = {
   blmove: { at: last, unit: 's' },
   brpoplpush: { at: last, unit: 's' },
   // Stream reads remove nothing (XREADGROUP's entries wait in the pending list).
-  xread: { at: afterWord('BLOCK'), unit: 'ms' },
-  xreadgroup: { at: afterWord('BLOCK'), unit: 'ms' },
+  xread: { at: blockOption(0), unit: 'ms' },
+  xreadgroup: { at: blockOption(3), unit: 'ms' },
   wait: { at: 1, unit: 'ms' },
 };
+
+/** Whether this call of `command` blocks (XREAD only with `BLOCK`). @internal */
+export function isBlocking(command: string, args: Args): boolean {
+  const spec = BLOCKING[command];
+  if (spec === undefined) return false;
+  const at = typeof spec.at === 'number' ? spec.at : spec.at(args);
+  return at >= 0 && at < args.length;
+}
 
 /**
  * The command's arguments with its server-side timeout no longer than `budgetMs` (0 — "forever" — becomes the

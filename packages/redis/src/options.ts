@@ -11,7 +11,7 @@ import { checkName, checkNumber, checkObject } from '@deadline/core/internal';
  * ```
  */
 export interface RedisDeadlineOptions {
-  /** The server's name in errors, events and logs (`redis <name>: GET`). Default `redis`. */
+  /** The server's name in errors, events and logs (`<name> GET`: `redis GET`). Default `redis`. */
   name?: string | undefined;
   /** Kept back from every command for this hop's own work after it returns (ms). Default 0. */
   marginMs?: number | undefined;

@@ -15,7 +15,7 @@ export interface RedisLike extends EventEmitter {
   call(command: string, ...args: unknown[]): Promise<unknown>;
   callBuffer(command: string, ...args: unknown[]): Promise<unknown>;
   getBuiltinCommands(): string[];
-  duplicate(): RedisLike;
+  duplicate(override?: { keyPrefix?: string }): RedisLike;
   disconnect(): void;
   pipeline(commands?: unknown[][]): PipelineLike;
   multi(commands?: unknown[][] | { pipeline?: boolean }): PipelineLike;
@@ -30,5 +30,5 @@ export interface RedisLike extends EventEmitter {
  * ```
  */
 export interface PipelineLike {
-  exec(): Promise<[Error | null, unknown][] | null>;
+  exec(callback?: never): Promise<[Error | null, unknown][] | null>;
 }

@@ -7,7 +7,7 @@
  */
 import type { CancelledError, DeadlineExceededError } from '@deadline/core';
 import { OutgoingCall, storage } from '@deadline/core/internal';
-import { BLOCKING, clampTimeout, pushBackCommands } from './blocking.js';
+import { clampTimeout, isBlocking, pushBackCommands } from './blocking.js';
 import { type RedisDeadlineOptions, type ResolvedRedisOptions, resolveRedisOptions } from './options.js';
 import type { PipelineLike, RedisLike } from './types.js';
 
@@ -45,8 +45,13 @@ export function withDeadline<R extends RedisLike>(redis: R, options?: RedisDeadl
     get(target, property) {
       if (typeof property === 'string') {
         if (property === 'pipeline' || property === 'multi') {
-          return (...args: unknown[]) =>
-            boundedPipeline((target[property] as (...a: unknown[]) => PipelineLike).apply(target, args), resolved);
+          return (...args: unknown[]) => {
+            const pipeline = (target[property] as (...a: unknown[]) => unknown).apply(target, args);
+            // `multi({ pipeline: false })` sends MULTI at once and returns a promise: nothing to bound.
+            return typeof (pipeline as PipelineLike | null)?.exec === 'function'
+              ? boundedPipeline(pipeline as PipelineLike, resolved, target)
+              : pipeline;
+          };
         }
         if (property === 'call' || property === 'callBuffer') {
           return (command: string, ...args: unknown[]) => run(command.toLowerCase(), args, property === 'callBuffer');
@@ -80,12 +85,12 @@ function runCommand(
   }
   let call: OutgoingCall;
   try {
-    call = OutgoingCall.start(`${resolved.name}: ${command.toUpperCase()}`, resolved);
+    call = OutgoingCall.start(`${resolved.name} ${command.toUpperCase()}`, resolved);
   } catch (error) {
     // No time left: nothing is written; rejected like any command, not thrown.
     return Promise.reject(error);
   }
-  const blocking = BLOCKING[command] !== undefined;
+  const blocking = isBlocking(command, args as never);
   return new Promise((resolve, reject) => {
     let settled = false;
     /** The arguments as sent, once sent (a released blocking pop's reply is put back from them). */
@@ -102,9 +107,7 @@ function runCommand(
     const start = async () => {
       // Reconnecting: wait for the server within the budget, rather than leave the command in ioredis's
       // offline queue, which would send it whenever the server comes back — long after anyone waits.
-      if (redis.status !== 'ready' && redis.status !== 'wait' && redis.status !== 'end') {
-        await untilReady(redis, call);
-      }
+      if (call.timeoutMs !== undefined && !READY_OR_IDLE.has(redis.status)) await untilReady(redis, call);
       if (settled) return;
       let a = args;
       if (blocking) {
@@ -143,16 +146,32 @@ function runCommand(
   });
 }
 
-/** Resolves when the client is ready, or the call stops first. Errors while reconnecting are ioredis's to report. */
-function untilReady(redis: RedisLike, call: OutgoingCall): Promise<void> {
-  return new Promise((resolve) => {
-    const ready = () => resolve();
-    redis.once('ready', ready);
-    call.onStop(() => {
-      redis.off('ready', ready);
-      resolve();
+/** Statuses in which a command goes out (or ioredis answers it at once) instead of into the offline queue. */
+const READY_OR_IDLE = new Set(['ready', 'wait', 'end', 'close']);
+
+/** One wait per client and reconnection, however many commands wait on it: resolves on `ready` or `end`. */
+const readiness = new WeakMap<RedisLike, Promise<void>>();
+function nextReady(redis: RedisLike): Promise<void> {
+  let ready = readiness.get(redis);
+  if (ready === undefined) {
+    ready = new Promise<void>((resolve) => {
+      const done = () => {
+        redis.off('ready', done);
+        redis.off('end', done);
+        readiness.delete(redis);
+        resolve();
+      };
+      redis.on('ready', done);
+      redis.on('end', done);
     });
-  });
+    readiness.set(redis, ready);
+  }
+  return ready;
+}
+
+/** Resolves when the client is ready (or ended), or the call stops first. */
+function untilReady(redis: RedisLike, call: OutgoingCall): Promise<void> {
+  return Promise.race([nextReady(redis), new Promise<void>((resolve) => call.onStop(() => resolve()))]);
 }
 
 /**
@@ -204,7 +223,9 @@ class Unblocker {
 
   #sideConnection(): RedisLike {
     if (this.#side === undefined || this.#side.status === 'end') {
-      const side = this.#redis.duplicate();
+      // Outside the request's context (a long-lived connection must not keep one request's context alive), and
+      // without the client's keyPrefix: the keys it puts back come from replies, already prefixed.
+      const side = storage.exit(() => this.#redis.duplicate({ keyPrefix: '' }));
       this.#side = side;
       // Never keeps the process alive, never reports on the app's error handlers.
       side.on('error', () => {});
@@ -215,13 +236,14 @@ class Unblocker {
 }
 
 /** A pipeline or MULTI: bounded as a whole; not sent at all without time left. */
-function boundedPipeline(pipeline: PipelineLike, resolved: ResolvedRedisOptions): PipelineLike {
-  const exec = pipeline.exec.bind(pipeline);
-  pipeline.exec = () => {
-    if (storage.getStore() === undefined) return exec();
+function boundedPipeline(pipeline: PipelineLike, resolved: ResolvedRedisOptions, redis: RedisLike): PipelineLike {
+  const exec = pipeline.exec.bind(pipeline) as (...args: unknown[]) => ReturnType<PipelineLike['exec']>;
+  pipeline.exec = (...args: unknown[]) => {
+    // Outside a context, and the callback style: exactly what ioredis does.
+    if (storage.getStore() === undefined || typeof args[0] === 'function') return exec(...args);
     let call: OutgoingCall;
     try {
-      call = OutgoingCall.start(`${resolved.name}: PIPELINE`, resolved);
+      call = OutgoingCall.start(`${resolved.name} PIPELINE`, resolved);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -233,7 +255,13 @@ function boundedPipeline(pipeline: PipelineLike, resolved: ResolvedRedisOptions)
         call.end(error);
         reject(error);
       });
-      exec().then(
+      const send = async () => {
+        // Not into the offline queue while reconnecting: it would be sent whenever the server comes back.
+        if (call.timeoutMs !== undefined && !READY_OR_IDLE.has(redis.status)) await untilReady(redis, call);
+        if (settled) return null;
+        return exec();
+      };
+      send().then(
         (results) => {
           if (settled) return;
           settled = true;

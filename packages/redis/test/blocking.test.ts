@@ -51,6 +51,18 @@ describe('clampTimeout', () => {
   it('leaves other commands and XREAD without BLOCK alone', () => {
     expect(clampTimeout('get', ['k'], 100)).toEqual(['k']);
     expect(clampTimeout('xread', ['STREAMS', 's', '$'], 100)).toEqual(['STREAMS', 's', '$']);
+    // A key or id spelled "block" is not the option.
+    expect(clampTimeout('xread', ['STREAMS', 'block', '0'], 100)).toEqual(['STREAMS', 'block', '0']);
+    expect(clampTimeout('xreadgroup', ['GROUP', 'g', 'block', 'BLOCK', 0, 'STREAMS', 's', '>'], 100)).toEqual([
+      'GROUP',
+      'g',
+      'block',
+      'BLOCK',
+      '100',
+      'STREAMS',
+      's',
+      '>',
+    ]);
     expect(clampTimeout('blpop', ['k', 0], 250)).toEqual(['k', '0.250']);
     expect(clampTimeout('blpop', ['k', 0.1], 250)).toEqual(['k', '0.100']);
   });
@@ -64,8 +76,9 @@ describe('pushBackCommands', () => {
     expect(pushBackCommands('blmpop', [0, 1, 'k', 'LEFT', 'COUNT', 2], ['k', ['a', 'b']])).toEqual([
       ['lpush', 'k', 'b', 'a'],
     ]);
-    expect(pushBackCommands('blmpop', [0, 1, 'k', 'RIGHT', 'COUNT', 2], ['k', ['a', 'b']])).toEqual([
-      ['rpush', 'k', 'a', 'b'],
+    // From [a, b, c]: RIGHT COUNT 2 pops c, then b.
+    expect(pushBackCommands('blmpop', [0, 1, 'k', 'RIGHT', 'COUNT', 2], ['k', ['c', 'b']])).toEqual([
+      ['rpush', 'k', 'b', 'c'],
     ]);
     expect(pushBackCommands('bzmpop', [0, 1, 'z', 'MIN'], ['z', [['m', '2']]])).toEqual([['zadd', 'z', '2', 'm']]);
   });
