@@ -108,17 +108,22 @@ export class OutgoingCall {
   /**
    * Arms the stop: `listener` is called once, with the typed error, when the call's timeout passes or the
    * request's context stops first (at once if the call has already stopped). `end()` disarms it. A call
-   * that changes hands (a pool checkout, then the statement) may add a listener at each step.
+   * that changes hands (a pool checkout, then the statement) may add a listener at each step, and take it
+   * off again with the function returned.
    */
-  onStop(listener: CallStopListener): void {
-    if (this.#ended) return;
+  onStop(listener: CallStopListener): () => void {
+    if (this.#ended) return noop;
     if (this.#stopped !== undefined) {
       listener(this.#stopped);
-      return;
+      return noop;
     }
+    const off = () => {
+      const at = this.#listeners?.indexOf(listener) ?? -1;
+      if (at !== -1) this.#listeners?.splice(at, 1);
+    };
     if (this.#listeners !== undefined) {
       this.#listeners.push(listener);
-      return;
+      return off;
     }
     this.#listeners = [listener];
     const scope = this.#scope;
@@ -134,6 +139,42 @@ export class OutgoingCall {
       this.#timer = setTimeout(() => this.#stop(this.#timedOut()), delay);
       this.#timer.unref();
     }
+    return off;
+  }
+
+  /**
+   * Waits for `start()`'s work, but no longer than the call may: rejects with the stop reason if the call
+   * stops first (and does not start the work at all if it already has). A value that arrives after the stop
+   * goes to `discard` — a pooled connection handed back, say — so nothing acquired for a dead call leaks.
+   */
+  race<T>(start: () => Promise<T>, discard?: (late: T) => void): Promise<T> {
+    if (this.#stopped !== undefined) return Promise.reject(this.#stopped);
+    return new Promise<T>((resolve, reject) => {
+      let waiting = true;
+      const off = this.onStop((reason) => {
+        waiting = false;
+        reject(reason);
+      });
+      let work: Promise<T>;
+      try {
+        work = start();
+      } catch (error) {
+        off();
+        reject(error);
+        return;
+      }
+      work.then(
+        (value) => {
+          off();
+          if (waiting) resolve(value);
+          else discard?.(value);
+        },
+        (error: unknown) => {
+          off();
+          if (waiting) reject(error);
+        },
+      );
+    });
   }
 
   /** Stops the call now with `error` (an adapter saw it end for a deadline reason of its own). */

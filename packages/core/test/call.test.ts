@@ -97,6 +97,37 @@ describe('OutgoingCall', () => {
     withDefault.end();
   });
 
+  it('race(): the stop wins over slow work, a late value is handed to discard, a stopped call starts nothing', async () => {
+    const ctx = createContext({ root: true, deadline: 10_000 });
+    const call = ctx.run(() => OutgoingCall.start('pool'));
+    let arrive: (value: string) => void = () => {};
+    const slow = new Promise<string>((resolve) => {
+      arrive = resolve;
+    });
+    const discarded: string[] = [];
+    const raced = call.race(
+      () => slow,
+      (late) => discarded.push(late),
+    );
+    ctx.cancel('client left');
+    await expect(raced).rejects.toBeInstanceOf(CancelledError);
+    arrive('connection');
+    await slow;
+    await Promise.resolve();
+    expect(discarded).toEqual(['connection']);
+    let started = false;
+    await expect(
+      call.race(async () => {
+        started = true;
+      }),
+    ).rejects.toBeInstanceOf(CancelledError);
+    expect(started).toBe(false);
+    // Work that wins takes its stop listener off: nothing is left on the call.
+    const quick = createContext({ root: true, deadline: 10_000 }).run(() => OutgoingCall.start('pool'));
+    expect(await quick.race(async () => 'ok')).toBe('ok');
+    quick.end();
+  });
+
   it("a downstream's reported deadline names that hop", () => {
     const call = OutgoingCall.start('GET http://orders/');
     const error = call.downstreamExceeded('orders');

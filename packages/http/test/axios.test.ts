@@ -11,20 +11,13 @@ import {
   traceFrom,
 } from '@deadline/core';
 import axios, { type AxiosError, type AxiosInstance } from 'axios';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { deadlineAxios } from '../src/axios.ts';
 import { calls } from './calls.ts';
-import { type Downstream, echo, exceededBy, rawDownstream, silent } from './servers.ts';
+import { type Downstream, downstreamsPerTest, echo, exceededBy, silent } from './servers.ts';
 
-const downstreams: Downstream[] = [];
-async function downstream(behaviour: Parameters<typeof rawDownstream>[0]): Promise<Downstream> {
-  const server = await rawDownstream(behaviour);
-  downstreams.push(server);
-  return server;
-}
-afterEach(async () => {
-  await Promise.all(downstreams.splice(0).map((d) => d.close()));
-});
+/** A downstream on loopback, closed after each test. */
+const downstream = downstreamsPerTest();
 
 /** The success handler of a request that must fail. */
 function unexpected(): never {

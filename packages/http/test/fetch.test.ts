@@ -4,19 +4,12 @@
  */
 import { createContext, DeadlineExceededError, runWithDeadline } from '@deadline/core';
 import { Agent, getGlobalDispatcher, request } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createFetch, fetch as deadlineFetch, installGlobalDispatcher } from '../src/index.ts';
-import { type Downstream, drip, echo, rawDownstream, silent } from './servers.ts';
+import { downstreamsPerTest, drip, echo, silent } from './servers.ts';
 
-const downstreams: Downstream[] = [];
-async function downstream(behaviour: Parameters<typeof rawDownstream>[0]): Promise<Downstream> {
-  const server = await rawDownstream(behaviour);
-  downstreams.push(server);
-  return server;
-}
-afterEach(async () => {
-  await Promise.all(downstreams.splice(0).map((d) => d.close()));
-});
+/** A downstream on loopback, closed after each test. */
+const downstream = downstreamsPerTest();
 
 describe('installGlobalDispatcher', () => {
   it("covers Node's built-in fetch and undici's request, and uninstalls", async () => {

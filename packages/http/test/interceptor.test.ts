@@ -11,9 +11,18 @@ import {
   traceFrom,
 } from '@deadline/core';
 import { Agent, type Dispatcher, interceptors } from 'undici';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { deadlineInterceptor } from '../src/index.ts';
-import { type Downstream, drip, echo, exceededBy, rawDownstream, refusedUrl, resetMidBody, silent } from './servers.ts';
+import {
+  downstreamsPerTest,
+  drip,
+  echo,
+  exceededBy,
+  type rawDownstream,
+  refusedUrl,
+  resetMidBody,
+  silent,
+} from './servers.ts';
 
 const agents: Agent[] = [];
 function agent(...compose: Dispatcher.DispatcherComposeInterceptor[]): Dispatcher {
@@ -25,15 +34,8 @@ afterAll(async () => {
   await Promise.all(agents.map((a) => a.close()));
 });
 
-const downstreams: Downstream[] = [];
-async function downstream(behaviour: Parameters<typeof rawDownstream>[0]): Promise<Downstream> {
-  const server = await rawDownstream(behaviour);
-  downstreams.push(server);
-  return server;
-}
-afterEach(async () => {
-  await Promise.all(downstreams.splice(0).map((d) => d.close()));
-});
+/** A downstream on loopback, closed after each test. */
+const downstream = downstreamsPerTest();
 
 async function get(dispatcher: Dispatcher, url: string, headers?: Record<string, string> | string[]) {
   const { origin, pathname, search } = new URL(url);

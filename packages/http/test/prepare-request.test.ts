@@ -1,19 +1,12 @@
 /** `prepareHttpRequest` with node:http itself: the helper that axios, got and hand-written clients build on. */
 import http from 'node:http';
 import { createContext, DeadlineExceededError, runWithDeadline } from '@deadline/core';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { prepareHttpRequest } from '../src/index.ts';
-import { type Downstream, echo, exceededBy, rawDownstream, silent } from './servers.ts';
+import { downstreamsPerTest, echo, exceededBy, silent } from './servers.ts';
 
-const downstreams: Downstream[] = [];
-async function downstream(behaviour: Parameters<typeof rawDownstream>[0]): Promise<Downstream> {
-  const server = await rawDownstream(behaviour);
-  downstreams.push(server);
-  return server;
-}
-afterEach(async () => {
-  await Promise.all(downstreams.splice(0).map((d) => d.close()));
-});
+/** A downstream on loopback, closed after each test. */
+const downstream = downstreamsPerTest();
 
 /** One GET with node:http, the way the helper's documentation shows. Resolves with the body or the error. */
 function get(url: string, headers?: Record<string, string>): Promise<{ body?: string; error?: unknown }> {

@@ -5,6 +5,7 @@
 import { once } from 'node:events';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { type AddressInfo, createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
+import { afterEach } from 'vitest';
 
 export interface Downstream {
   url: string;
@@ -19,7 +20,7 @@ export interface Downstream {
   close(): Promise<void>;
 }
 
-type Behaviour = (socket: Socket, headers: IncomingHttpHeaders, raw: string) => void;
+export type Behaviour = (socket: Socket, headers: IncomingHttpHeaders, raw: string) => void;
 
 /**
  * A raw TCP server speaking just enough HTTP/1.1 to misbehave precisely: `behaviour` runs once a request's
@@ -166,4 +167,17 @@ export async function refusedUrl(): Promise<string> {
   server.close();
   await once(server, 'close');
   return `http://127.0.0.1:${port}`;
+}
+
+/** Registers an `afterEach` that closes them, and returns the function that starts one for a test. */
+export function downstreamsPerTest(): (behaviour: Behaviour) => Promise<Downstream> {
+  const open: Downstream[] = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((d) => d.close()));
+  });
+  return async (behaviour) => {
+    const server = await rawDownstream(behaviour);
+    open.push(server);
+    return server;
+  };
 }

@@ -4,27 +4,13 @@
  * with nothing sent on it.
  */
 import type { Pool, PoolConnection } from 'mysql2/promise';
-import type { StopRelay } from './stop-relay.js';
+import type { OutgoingCall } from '@deadline/core/internal';
 
 /** @internal */
-export function checkout(pool: Pool, relay: StopRelay): Promise<PoolConnection> {
-  return new Promise((resolve, reject) => {
-    let waiting = true;
-    const off = relay.on((reason) => {
-      waiting = false;
-      reject(reason);
-    });
-    if (!waiting) return; // stopped already: the pool is not even asked
-    pool.getConnection().then(
-      (connection) => {
-        off();
-        if (waiting) resolve(connection);
-        else connection.release();
-      },
-      (error: unknown) => {
-        off();
-        if (waiting) reject(error);
-      },
-    );
-  });
+export function checkout(pool: Pool, call: OutgoingCall): Promise<PoolConnection> {
+  // Stopped already: the pool is not even asked. A connection that comes after the stop goes straight back.
+  return call.race(
+    () => pool.getConnection(),
+    (late) => late.release(),
+  );
 }

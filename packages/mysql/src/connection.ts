@@ -46,7 +46,7 @@ abstract class SessionStatements implements DeadlineQueryable {
 
   #run<T extends QueryResult>(kind: Kind, sql: Sql, values: QueryValues | ExecuteValues): Promise<[T, FieldPacket[]]> {
     if (storage.getStore() === undefined) return this.session.run<T>(kind, sql, values, undefined);
-    return underCall(this.backend, (relay) => this.session.run<T>(kind, sql, values, relay));
+    return underCall(this.backend, (call) => this.session.run<T>(kind, sql, values, call));
   }
 }
 

@@ -8,7 +8,7 @@ import type { Backend } from './backend.js';
 import { checkout } from './checkout.js';
 import { giveBack, PooledConnection } from './connection.js';
 import { type Kind, Session } from './session.js';
-import type { StopRelay } from './stop-relay.js';
+import type { OutgoingCall } from '@deadline/core/internal';
 import { type Lease, runTransaction } from './transaction.js';
 import type {
   DeadlinePool,
@@ -44,11 +44,11 @@ export class DeadlinePoolImpl implements DeadlinePool {
   async getConnection(): Promise<DeadlinePoolConnection> {
     const backend = this.#backend;
     if (storage.getStore() === undefined) return new PooledConnection(await this.pool.getConnection(), backend);
-    return underCall(backend, async (relay) => new PooledConnection(await checkout(this.pool, relay), backend));
+    return underCall(backend, async (call) => new PooledConnection(await checkout(this.pool, call), backend));
   }
 
   transaction<R>(fn: (tx: DeadlineTransaction) => Promise<R>): Promise<R> {
-    return runTransaction(this.#backend, (relay) => this.#lease(relay), fn);
+    return runTransaction(this.#backend, (call) => this.#lease(call), fn);
   }
 
   end(): Promise<void> {
@@ -63,17 +63,17 @@ export class DeadlinePoolImpl implements DeadlinePool {
       const send = (kind === 'query' ? pool.query : pool.execute).bind(pool) as unknown as Send;
       return send(sql, values) as Promise<[T, FieldPacket[]]>;
     }
-    return underCall(this.#backend, async (relay) => {
-      const connection = await checkout(pool, relay);
+    return underCall(this.#backend, async (call) => {
+      const connection = await checkout(pool, call);
       const session = new Session(connection, this.#backend);
-      const result = session.run<T>(kind, sql, values, relay);
+      const result = session.run<T>(kind, sql, values, call);
       giveBack(session, connection);
       return result;
     });
   }
 
-  async #lease(relay: StopRelay | undefined): Promise<Lease> {
-    const connection = relay === undefined ? await this.pool.getConnection() : await checkout(this.pool, relay);
+  async #lease(call: OutgoingCall | undefined): Promise<Lease> {
+    const connection = call === undefined ? await this.pool.getConnection() : await checkout(this.pool, call);
     const session = new Session(connection, this.#backend);
     return { session, finish: () => giveBack(session, connection) };
   }

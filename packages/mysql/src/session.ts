@@ -17,7 +17,6 @@ import { beltSql, sessionBelt } from './belt.js';
 import { ER_QUERY_INTERRUPTED, errnoOf, isFatal, isServerTimeout, serverTimeoutError } from './driver-errors.js';
 import type { Flavour } from './flavour.js';
 import { KILL_TIMEOUT_MS } from './killer.js';
-import type { StopRelay } from './stop-relay.js';
 import type { ExecuteValues, QueryValues, Sql } from './types.js';
 
 /** @internal The two ways mysql2 runs a statement: text protocol and prepared. */
@@ -86,14 +85,14 @@ export class Session {
   }
 
   /**
-   * Runs `sql` after the gate; bounded by `relay`'s call when given (the belt, the KILL, the answer at the stop),
+   * Runs `sql` after the gate; bounded by `call`'s call when given (the belt, the KILL, the answer at the stop),
    * else exactly as mysql2 would run it.
    */
   run<T extends QueryResult>(
     kind: Kind,
     sql: Sql,
     values: QueryValues | ExecuteValues | undefined,
-    relay: StopRelay | undefined,
+    call: OutgoingCall | undefined,
   ): Promise<[T, FieldPacket[]]> {
     const previous = this.#idle;
     return new Promise<Result>((resolve, reject) => {
@@ -111,9 +110,9 @@ export class Session {
         },
       };
       const done =
-        relay === undefined
+        call === undefined
           ? this.#unbounded(previous, kind, sql, values, answer)
-          : this.#bounded(previous, kind, sql, values, relay, answer);
+          : this.#bounded(previous, kind, sql, values, call, answer);
       this.#idle = Promise.all([previous, done]);
     }) as Promise<[T, FieldPacket[]]>;
   }
@@ -147,16 +146,16 @@ export class Session {
     kind: Kind,
     sql: Sql,
     values: unknown,
-    relay: StopRelay,
+    call: OutgoingCall,
     answer: Answer,
   ): Promise<void> {
     const running: Running = { threadId: undefined, settled: Promise.resolve(), kill: undefined, killInFlight: false };
-    const off = relay.on((reason) => {
+    const off = call.onStop((reason) => {
       answer.fail(reason);
       if (running.threadId !== undefined && running.kill === undefined) running.kill = this.#kill(running);
     });
     try {
-      await this.#drive(previous, kind, sql, values as QueryValues, relay, running, answer);
+      await this.#drive(previous, kind, sql, values as QueryValues, call, running, answer);
     } catch (error) {
       // A bug of ours: the caller still hears, and the connection cannot be vouched for.
       this.#dirty = true;
@@ -171,14 +170,14 @@ export class Session {
     kind: Kind,
     sql: Sql,
     values: QueryValues,
-    relay: StopRelay,
+    call: OutgoingCall,
     running: Running,
     answer: Answer,
   ): Promise<void> {
-    await Promise.race([previous, relay.stopped]);
-    if (relay.reason !== undefined) return; // stopped at the gate: nothing sent
+    await call.race(() => previous).catch(() => {});
+    if (call.stopReason !== undefined) return; // stopped at the gate: nothing sent
     const flavour = this.#backend.flavourFor(this.connection);
-    const ms = remainingOf(relay.call);
+    const ms = remainingOf(call);
     if (kind === 'execute' && flavour !== undefined && ms !== undefined) {
       const belt = sessionBelt(flavour, ms);
       let restore: string | undefined;
@@ -195,7 +194,7 @@ export class Session {
       }
       try {
         // Stopped during the SET: the statement itself is not sent.
-        if (relay.reason === undefined) await this.#statement(kind, sql, values, relay, running, answer);
+        if (call.stopReason === undefined) await this.#statement(kind, sql, values, call, running, answer);
       } finally {
         if (restore !== undefined) {
           await this.connection.query(restore).catch(() => {
@@ -206,11 +205,11 @@ export class Session {
       return;
     }
     const text = flavour !== undefined && ms !== undefined && kind === 'query' ? withBelt(sql, flavour, ms) : sql;
-    await this.#statement(kind, text, values, relay, running, answer);
+    await this.#statement(kind, text, values, call, running, answer);
   }
 
   /** Sends the statement, answers the caller if the stop has not, and waits for our KILL, if any, to complete. */
-  async #statement(kind: Kind, sql: Sql, values: QueryValues, relay: StopRelay, running: Running, answer: Answer) {
+  async #statement(kind: Kind, sql: Sql, values: QueryValues, call: OutgoingCall, running: Running, answer: Answer) {
     const pending = this.#send(kind)(sql, values);
     running.settled = pending.catch(() => {});
     running.threadId = this.connection.threadId ?? undefined;
@@ -227,9 +226,9 @@ export class Session {
     const kill = running.kill;
     if (kill === undefined) {
       if (!failed) answer.ok(value as Result);
-      // The server's limit fired before our stop did: the call is cut off all the same (the relay answers).
-      else if (isServerTimeout(error) && relay.reason === undefined)
-        relay.call.stop(serverTimeoutError(relay.call, error));
+      // The server's limit fired before our stop did: the call is cut off all the same (the call answers).
+      else if (isServerTimeout(error) && call.stopReason === undefined)
+        call.stop(serverTimeoutError(call, error));
       else {
         if (isFatal(error)) this.#dirty = true;
         answer.fail(error);
@@ -238,7 +237,7 @@ export class Session {
     }
     // Stopped while running: the caller has its answer. Is the connection safe to reuse?
     const settledFirst = running.killInFlight;
-    const reason = relay.reason;
+    const reason = call.stopReason;
     if (failed && reason !== undefined) markCausedBy(error, reason);
     const killed = await kill;
     const hitUs = failed && errnoOf(error) === ER_QUERY_INTERRUPTED;

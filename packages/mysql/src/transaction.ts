@@ -7,7 +7,6 @@ import { checkFunction, OutgoingCall, storage } from '@deadline/core/internal';
 import type { FieldPacket, QueryResult } from 'mysql2/promise';
 import type { Backend } from './backend.js';
 import type { Kind, Session } from './session.js';
-import { StopRelay } from './stop-relay.js';
 import type { DeadlineTransaction, ExecuteValues, QueryValues, Sql } from './types.js';
 
 /** @internal What a transaction runs on, and what becomes of its connection afterwards (release, destroy, nothing). */
@@ -19,22 +18,21 @@ export interface Lease {
 /** @internal */
 export async function runTransaction<R>(
   backend: Backend,
-  acquire: (relay: StopRelay | undefined) => Promise<Lease>,
+  acquire: (call: OutgoingCall | undefined) => Promise<Lease>,
   fn: (tx: DeadlineTransaction) => Promise<R>,
 ): Promise<R> {
   checkFunction('fn', fn, false);
   if (storage.getStore() === undefined) return unbounded(await acquire(undefined), fn);
   const call = OutgoingCall.start(backend.target, backend.callOptions);
-  const relay = new StopRelay(call);
-  backend.prepare();
+    backend.prepare();
   let lease: Lease;
   try {
-    lease = await acquire(relay);
+    lease = await acquire(call);
   } catch (error) {
     call.end(error);
     throw error;
   }
-  return bounded(lease, relay, fn);
+  return bounded(lease, call, fn);
 }
 
 async function unbounded<R>(lease: Lease, fn: (tx: DeadlineTransaction) => Promise<R>): Promise<R> {
@@ -54,10 +52,9 @@ async function unbounded<R>(lease: Lease, fn: (tx: DeadlineTransaction) => Promi
   }
 }
 
-function bounded<R>(lease: Lease, relay: StopRelay, fn: (tx: DeadlineTransaction) => Promise<R>): Promise<R> {
+function bounded<R>(lease: Lease, call: OutgoingCall, fn: (tx: DeadlineTransaction) => Promise<R>): Promise<R> {
   const { session } = lease;
-  const call = relay.call;
-  const tx = new Transaction(session, relay);
+    const tx = new Transaction(session, call);
   return new Promise<R>((resolve, reject) => {
     let answered = false;
     let failure: { error: unknown } | undefined;
@@ -67,7 +64,7 @@ function bounded<R>(lease: Lease, relay: StopRelay, fn: (tx: DeadlineTransaction
       cleaning ??= rollback(session).then(() => lease.finish());
       return cleaning;
     };
-    const off = relay.on((reason) => {
+    const off = call.onStop((reason) => {
       if (answered) return;
       answered = true;
       tx.close();
@@ -80,9 +77,9 @@ function bounded<R>(lease: Lease, relay: StopRelay, fn: (tx: DeadlineTransaction
     const body = async (): Promise<R> => {
       await session.plain('START TRANSACTION');
       // Answered already: do not run the callback, or commit, behind the caller's back.
-      if (relay.reason !== undefined) throw relay.reason;
+      if (call.stopReason !== undefined) throw call.stopReason;
       const value = await fn(tx);
-      if (relay.reason !== undefined) throw relay.reason;
+      if (call.stopReason !== undefined) throw call.stopReason;
       await session.plain('COMMIT');
       return value;
     };
@@ -125,12 +122,12 @@ async function rollback(session: Session): Promise<void> {
 /** The `tx` handed to the callback: the session's statements under the transaction's call, while it is open. */
 class Transaction implements DeadlineTransaction {
   readonly #session: Session;
-  readonly #relay: StopRelay | undefined;
+  readonly #call: OutgoingCall | undefined;
   #open = true;
 
-  constructor(session: Session, relay: StopRelay | undefined) {
+  constructor(session: Session, call: OutgoingCall | undefined) {
     this.#session = session;
-    this.#relay = relay;
+    this.#call = call;
   }
 
   query<T extends QueryResult = QueryResult>(sql: Sql, values?: QueryValues): Promise<[T, FieldPacket[]]> {
@@ -149,9 +146,9 @@ class Transaction implements DeadlineTransaction {
     if (!this.#open) {
       // After the stop: its reason. After the end: the connection may be someone else's by now.
       return Promise.reject(
-        this.#relay?.reason ?? new Error('the transaction is over: run its statements inside its callback'),
+        this.#call?.stopReason ?? new Error('the transaction is over: run its statements inside its callback'),
       );
     }
-    return this.#session.run<T>(kind, sql, values, this.#relay);
+    return this.#session.run<T>(kind, sql, values, this.#call);
   }
 }

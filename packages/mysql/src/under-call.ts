@@ -4,16 +4,14 @@
  */
 import { OutgoingCall } from '@deadline/core/internal';
 import type { Backend } from './backend.js';
-import { StopRelay } from './stop-relay.js';
 
 /** @internal */
-export async function underCall<T>(backend: Backend, work: (relay: StopRelay) => Promise<T>): Promise<T> {
+export async function underCall<T>(backend: Backend, work: (call: OutgoingCall) => Promise<T>): Promise<T> {
   const call = OutgoingCall.start(backend.target, backend.callOptions);
-  const relay = new StopRelay(call);
-  // The side connection opens (and the flavour is learnt) while the pool checks out a connection.
+    // The side connection opens (and the flavour is learnt) while the pool checks out a connection.
   backend.prepare();
   try {
-    const value = await work(relay);
+    const value = await work(call);
     call.end();
     return value;
   } catch (error) {

@@ -233,35 +233,19 @@ async function restore(session: Session, client: PgPoolClientLike, undo: string 
 }
 
 /**
- * `pool.connect()`, waiting no longer than the call may: the pool has no per-checkout timeout, so race it.
- * A connection that arrives after the stop goes straight back.
+ * `pool.connect()`, waiting no longer than the call may: the pool has no per-checkout timeout. A connection
+ * that arrives after the stop goes straight back.
  */
 function checkout(pool: PgPoolLike, call: OutgoingCall): Promise<PgPoolClientLike> {
-  return new Promise((resolve, reject) => {
-    let done = false;
-    call.onStop((error) => {
-      if (done) return;
-      done = true;
+  return call
+    .race(
+      () => pool.connect(),
+      (late) => late.release(),
+    )
+    .catch((error: unknown) => {
       call.end(error);
-      reject(error);
+      throw error;
     });
-    pool.connect().then(
-      (client) => {
-        if (done) {
-          client.release();
-          return;
-        }
-        done = true;
-        resolve(client);
-      },
-      (error: unknown) => {
-        if (done) return;
-        done = true;
-        call.end(error);
-        reject(error);
-      },
-    );
-  });
 }
 
 /**

@@ -169,9 +169,9 @@ function nextReady(redis: RedisLike): Promise<void> {
   return ready;
 }
 
-/** Resolves when the client is ready (or ended), or the call stops first. */
+/** Resolves when the client is ready (or ended), or the call stops first (the caller then checks the stop). */
 function untilReady(redis: RedisLike, call: OutgoingCall): Promise<void> {
-  return Promise.race([nextReady(redis), new Promise<void>((resolve) => call.onStop(() => resolve()))]);
+  return call.race(() => nextReady(redis)).catch(() => {});
 }
 
 /**
@@ -247,35 +247,22 @@ function boundedPipeline(pipeline: PipelineLike, resolved: ResolvedRedisOptions,
     } catch (error) {
       return Promise.reject(error);
     }
-    return new Promise((resolve, reject) => {
-      let settled = false;
-      call.onStop((error) => {
-        if (settled) return;
-        settled = true;
+    // Not into the offline queue while reconnecting: it would be sent whenever the server comes back.
+    const send = async () => {
+      if (call.timeoutMs !== undefined && !READY_OR_IDLE.has(redis.status)) await untilReady(redis, call);
+      if (call.stopReason !== undefined) throw call.stopReason;
+      return exec();
+    };
+    return call.race(send).then(
+      (results) => {
+        call.end();
+        return results;
+      },
+      (error: unknown) => {
         call.end(error);
-        reject(error);
-      });
-      const send = async () => {
-        // Not into the offline queue while reconnecting: it would be sent whenever the server comes back.
-        if (call.timeoutMs !== undefined && !READY_OR_IDLE.has(redis.status)) await untilReady(redis, call);
-        if (settled) return null;
-        return exec();
-      };
-      send().then(
-        (results) => {
-          if (settled) return;
-          settled = true;
-          call.end();
-          resolve(results);
-        },
-        (error: unknown) => {
-          if (settled) return;
-          settled = true;
-          call.end(error);
-          reject(error);
-        },
-      );
-    });
+        throw error;
+      },
+    );
   };
   return pipeline;
 }
