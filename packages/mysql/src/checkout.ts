@@ -3,8 +3,9 @@
  * wait is raced against the call's stop; a connection that arrives after the stop won is released at once,
  * with nothing sent on it.
  */
-import type { Pool, PoolConnection } from 'mysql2/promise';
+
 import type { OutgoingCall } from '@deadline/core/internal';
+import type { Pool, PoolConnection } from 'mysql2/promise';
 
 /** @internal */
 export function checkout(pool: Pool, call: OutgoingCall): Promise<PoolConnection> {

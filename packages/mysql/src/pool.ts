@@ -2,13 +2,14 @@
  * A mysql2 promise pool under the deadline: `query()` and `execute()` check out a connection within the budget,
  * run the statement bounded, and give the connection back only once any KILL for it has completed.
  */
+
+import type { OutgoingCall } from '@deadline/core/internal';
 import { storage } from '@deadline/core/internal';
 import type { FieldPacket, Pool, QueryResult } from 'mysql2/promise';
 import type { Backend } from './backend.js';
 import { checkout } from './checkout.js';
 import { giveBack, PooledConnection } from './connection.js';
 import { type Kind, Session } from './session.js';
-import type { OutgoingCall } from '@deadline/core/internal';
 import { type Lease, runTransaction } from './transaction.js';
 import type {
   DeadlinePool,

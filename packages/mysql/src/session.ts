@@ -227,8 +227,7 @@ export class Session {
     if (kill === undefined) {
       if (!failed) answer.ok(value as Result);
       // The server's limit fired before our stop did: the call is cut off all the same (the call answers).
-      else if (isServerTimeout(error) && call.stopReason === undefined)
-        call.stop(serverTimeoutError(call, error));
+      else if (isServerTimeout(error) && call.stopReason === undefined) call.stop(serverTimeoutError(call, error));
       else {
         if (isFatal(error)) this.#dirty = true;
         answer.fail(error);

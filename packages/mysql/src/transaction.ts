@@ -24,7 +24,7 @@ export async function runTransaction<R>(
   checkFunction('fn', fn, false);
   if (storage.getStore() === undefined) return unbounded(await acquire(undefined), fn);
   const call = OutgoingCall.start(backend.target, backend.callOptions);
-    backend.prepare();
+  backend.prepare();
   let lease: Lease;
   try {
     lease = await acquire(call);
@@ -54,7 +54,7 @@ async function unbounded<R>(lease: Lease, fn: (tx: DeadlineTransaction) => Promi
 
 function bounded<R>(lease: Lease, call: OutgoingCall, fn: (tx: DeadlineTransaction) => Promise<R>): Promise<R> {
   const { session } = lease;
-    const tx = new Transaction(session, call);
+  const tx = new Transaction(session, call);
   return new Promise<R>((resolve, reject) => {
     let answered = false;
     let failure: { error: unknown } | undefined;
