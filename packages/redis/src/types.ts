@@ -2,7 +2,7 @@
 import type { EventEmitter } from 'node:events';
 
 /**
- * An ioredis client (`Redis`; a `Cluster` fits too): the generic `call`, `callBuffer`, its status and events.
+ * An ioredis client, a `Redis` or a `Cluster`: the generic `call`, `callBuffer`, its status and events.
  *
  * @example
  * ```ts
@@ -15,7 +15,7 @@ export interface RedisLike extends EventEmitter {
   call(command: string, ...args: unknown[]): Promise<unknown>;
   callBuffer(command: string, ...args: unknown[]): Promise<unknown>;
   getBuiltinCommands(): string[];
-  duplicate(override?: { keyPrefix?: string }): RedisLike;
+  connect(): Promise<void>;
   disconnect(): void;
   pipeline(commands?: unknown[][]): PipelineLike;
   multi(commands?: unknown[][] | { pipeline?: boolean }): PipelineLike;
@@ -31,4 +31,9 @@ export interface RedisLike extends EventEmitter {
  */
 export interface PipelineLike {
   exec(callback?: never): Promise<[Error | null, unknown][] | null>;
+}
+
+/** One server connection: a `Redis` client, or a node's inside a `Cluster`. @internal */
+export interface ConnectionLike extends RedisLike {
+  duplicate(override?: { keyPrefix?: string }): ConnectionLike;
 }

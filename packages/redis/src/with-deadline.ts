@@ -7,8 +7,10 @@
  */
 import type { CancelledError, DeadlineExceededError } from '@deadline/core';
 import { OutgoingCall, storage } from '@deadline/core/internal';
-import { clampTimeout, isBlocking, pushBackCommands } from './blocking.js';
+import { clampTimeout, isBlocking } from './blocking.js';
 import { type RedisDeadlineOptions, type ResolvedRedisOptions, resolveRedisOptions } from './options.js';
+import { type Releaser, releaserOf } from './release.js';
+import { connectionOf, isCluster } from './route.js';
 import type { PipelineLike, RedisLike } from './types.js';
 
 type Stop = DeadlineExceededError | CancelledError;
@@ -38,9 +40,8 @@ const SERVER_EARLY_MS = 20;
 export function withDeadline<R extends RedisLike>(redis: R, options?: RedisDeadlineOptions): R {
   const resolved = resolveRedisOptions(options);
   const commands = new Set(redis.getBuiltinCommands());
-  const unblocker = new Unblocker(redis);
   const run = (command: string, args: unknown[], buffers: boolean) =>
-    runCommand(redis, resolved, unblocker, command, args, buffers);
+    runCommand(redis, resolved, command, args, buffers);
   return new Proxy(redis, {
     get(target, property) {
       if (typeof property === 'string') {
@@ -69,7 +70,6 @@ export function withDeadline<R extends RedisLike>(redis: R, options?: RedisDeadl
 function runCommand(
   redis: RedisLike,
   resolved: ResolvedRedisOptions,
-  unblocker: Unblocker,
   command: string,
   args: unknown[],
   buffers: boolean,
@@ -96,22 +96,28 @@ function runCommand(
     /** The arguments as sent, once sent (a released blocking pop's reply is put back from them). */
     let sent: unknown[] | undefined;
     let clientId: Promise<number | undefined> | undefined;
+    /** What releases the connection the blocking command blocks, when known. */
+    let releaser: Releaser | undefined;
     call.onStop((error: Stop) => {
       if (settled) return;
       settled = true;
       call.end(error);
       reject(error);
       // A blocked connection holds every command queued behind it: release it on the server.
-      if (blocking && sent !== undefined && clientId !== undefined) void unblocker.unblock(clientId);
+      if (sent !== undefined && releaser !== undefined && clientId !== undefined) void releaser.unblock(clientId);
     });
     const start = async () => {
       // Reconnecting: wait for the server within the budget, rather than leave the command in ioredis's
       // offline queue, which would send it whenever the server comes back — long after anyone waits.
       if (call.timeoutMs !== undefined && !READY_OR_IDLE.has(redis.status)) await untilReady(redis, call);
+      // A cluster routes by its slot map: a blocking command waits for it, to know which node it blocks.
+      if (blocking && isCluster(redis) && redis.status !== 'ready') await untilClusterReady(redis, call);
       if (settled) return;
       let a = args;
       if (blocking) {
-        clientId = unblocker.idOf();
+        const connection = connectionOf(redis, command, args);
+        releaser = connection === undefined ? undefined : releaserOf(connection);
+        clientId = releaser?.idOf();
         await clientId;
         if (settled) return;
         const left = (call.timeoutMs ?? Number.POSITIVE_INFINITY) - call.elapsedMs() - SERVER_EARLY_MS;
@@ -127,7 +133,7 @@ function runCommand(
             return;
           }
           // Released after the caller was answered, with an element popped in the race: put it back.
-          if (blocking) void unblocker.pushBack(command, a, value);
+          if (blocking) void releaser?.pushBack(command, a, value);
         },
         (error: unknown) => {
           if (settled) return;
@@ -174,65 +180,10 @@ function untilReady(redis: RedisLike, call: OutgoingCall): Promise<void> {
   return call.race(() => nextReady(redis)).catch(() => {});
 }
 
-/**
- * What releases blocked connections: the client's connection id (asked once per connection), and a side
- * connection for `CLIENT UNBLOCK` and for putting back what a released pop took.
- */
-class Unblocker {
-  readonly #redis: RedisLike;
-  #id: Promise<number | undefined> | undefined;
-  #side: RedisLike | undefined;
-
-  constructor(redis: RedisLike) {
-    this.#redis = redis;
-    // A new connection has a new id.
-    redis.on('close', () => {
-      this.#id = undefined;
-    });
-    // The side connection lives no longer than the client it serves.
-    redis.on('end', () => {
-      this.#side?.disconnect();
-      this.#side = undefined;
-    });
-  }
-
-  idOf(): Promise<number | undefined> {
-    this.#id ??= this.#redis.call('client', 'id').then(
-      (id) => Number(id),
-      () => undefined,
-    );
-    return this.#id;
-  }
-
-  async unblock(id: Promise<number | undefined>): Promise<void> {
-    const clientId = await id;
-    if (clientId === undefined) return;
-    // TIMEOUT: the command returns as if its own timeout passed (nothing popped), not with an error.
-    await this.#sideConnection()
-      .call('client', 'unblock', clientId, 'timeout')
-      .catch(() => {});
-  }
-
-  async pushBack(command: string, args: unknown[], reply: unknown): Promise<void> {
-    for (const [name, ...rest] of pushBackCommands(command, args as never, reply)) {
-      await this.#sideConnection()
-        .call(name, ...rest)
-        .catch(() => {});
-    }
-  }
-
-  #sideConnection(): RedisLike {
-    if (this.#side === undefined || this.#side.status === 'end') {
-      // Outside the request's context (a long-lived connection must not keep one request's context alive), and
-      // without the client's keyPrefix: the keys it puts back come from replies, already prefixed.
-      const side = storage.exit(() => this.#redis.duplicate({ keyPrefix: '' }));
-      this.#side = side;
-      // Never keeps the process alive, never reports on the app's error handlers.
-      side.on('error', () => {});
-      side.on('connect', () => (side as unknown as { stream?: { unref?: () => void } }).stream?.unref?.());
-    }
-    return this.#side;
-  }
+/** As {@link untilReady}, first starting a lazy cluster's connection, as its own first command would. */
+function untilClusterReady(redis: RedisLike, call: OutgoingCall): Promise<void> {
+  if (redis.status === 'wait') redis.connect().catch(() => {});
+  return untilReady(redis, call);
 }
 
 /** A pipeline or MULTI: bounded as a whole; not sent at all without time left. */
