@@ -1,0 +1,205 @@
+/**
+ * BullMQ: the queue carries the trace across processes, not the deadline. `enqueue()` stores the request's trace
+ * (and an optional budget for the job) in the job; `withJobContext()` rebuilds a context around the processor in
+ * the worker: same trace id, a fresh budget per attempt, cancelled by BullMQ's own signal (`worker.cancelJob`).
+ * BullMQ is a peer: the types here are structural, nothing of it is imported.
+ */
+import { InvalidArgumentError, runWithContext, traceFrom } from '@deadline/core';
+import { checkFunction, checkHop, checkNumber, checkObject, OutgoingCall, storage } from '@deadline/core/internal';
+import { carrierFromContext, JOB_CONTEXT_KEY, readCarrier } from './carrier.js';
+
+/**
+ * The part of a BullMQ `Queue` used by {@link enqueue}.
+ *
+ * @example
+ * ```ts
+ * import { Queue } from 'bullmq';
+ * const queue: QueueLike = new Queue('mail', { connection });
+ * ```
+ */
+export interface QueueLike<O extends object = object, J = unknown> {
+  readonly name: string;
+  add(name: never, data: never, opts?: O): Promise<J>;
+}
+
+/**
+ * The part of a BullMQ `Job` a wrapped processor reads.
+ *
+ * @example
+ * ```ts
+ * const processor = withJobContext(async (job: Job) => job.data);
+ * ```
+ */
+export interface JobLike {
+  readonly id?: string | undefined;
+  readonly name: string;
+  readonly queueName: string;
+  readonly attemptsMade: number;
+  data: unknown;
+}
+
+/**
+ * Options of {@link enqueue}: BullMQ's job options, plus the job's own budget.
+ *
+ * @example
+ * ```ts
+ * const options: EnqueueOptions = { budgetMs: 30_000, attempts: 3, backoff: { type: 'exponential', delay: 1_000 } };
+ * ```
+ */
+export type EnqueueOptions<O = Record<string, unknown>> = O & {
+  /** Each attempt of the job runs under this budget (ms), counted from when the worker starts it. */
+  budgetMs?: number | undefined;
+};
+
+/**
+ * Adds a job to a BullMQ queue with the current request's trace (and an optional budget for the job), not its
+ * deadline. The `add` itself is an outgoing call of the request: not sent without time left, and the request
+ * stops waiting for it at its deadline (the job may then have been added or not: Redis cannot say).
+ * `data` must be a plain object: the trace travels in it under {@link JOB_CONTEXT_KEY}.
+ *
+ * @example
+ * ```ts
+ * import { enqueue } from '@deadline/jobs';
+ * import { Queue } from 'bullmq';
+ *
+ * const mail = new Queue('mail', { connection: { host: '127.0.0.1', port: 6379 } });
+ * app.post('/signup', async (request) => {
+ *   const user = await users.create(request.body);
+ *   await enqueue(mail, 'welcome', { userId: user.id }, { budgetMs: 30_000, attempts: 3 });
+ *   return user;
+ * });
+ * ```
+ */
+export async function enqueue<O extends object, J>(
+  queue: QueueLike<O, J>,
+  name: string,
+  data: Record<string, unknown>,
+  options?: EnqueueOptions<O>,
+): Promise<J> {
+  if (typeof queue?.add !== 'function') throw new InvalidArgumentError('queue', 'a BullMQ Queue', queue);
+  if (!isPlainObject(data) || Object.hasOwn(data, JOB_CONTEXT_KEY)) {
+    throw new InvalidArgumentError(
+      'data',
+      `a plain object without a "${JOB_CONTEXT_KEY}" key (the trace travels in it)`,
+      data,
+    );
+  }
+  const { budgetMs, ...opts } = (checkObject('options', options) ?? {}) as EnqueueOptions;
+  checkNumber('options.budgetMs', budgetMs, { min: 1, max: 2 ** 31 - 1 });
+  const payload = { ...data, [JOB_CONTEXT_KEY]: carrierFromContext(budgetMs) };
+  const add = () => queue.add(name as never, payload as never, opts as O);
+  // Outside any context: BullMQ as it is (no call events, as the other adapters).
+  if (storage.getStore() === undefined) return add();
+  // Throws (before anything is sent) when the request has no time left; without a deadline, race() just waits.
+  const call = OutgoingCall.start(`${queue.name} enqueue`, { propagates: false });
+  try {
+    const job = await call.race(add);
+    call.end();
+    return job;
+  } catch (error) {
+    call.end(error);
+    throw error;
+  }
+}
+
+/** A JSON-like object (a Map or a class instance would lose its contents when spread and stored). */
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null) return false;
+  const prototype = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
+}
+
+/** What a hop name may be (it travels in headers); a queue name that is not one is not used as the hop. */
+const HOP = /^[\x21-\x7e]{1,128}$/;
+
+/**
+ * Options of {@link withJobContext}.
+ *
+ * @example
+ * ```ts
+ * const options: JobContextOptions = { hop: 'mail-worker', budgetMs: 60_000 };
+ * ```
+ */
+export interface JobContextOptions {
+  /** This worker's hop name, for logs and errors. Default: the queue's name. */
+  hop?: string | undefined;
+  /** The budget (ms) of a job enqueued without one. Default: none (the job's calls are unbounded). */
+  budgetMs?: number | undefined;
+}
+
+/**
+ * Wraps a BullMQ processor: each attempt runs in a context rebuilt from the job — the enqueuing request's trace
+ * id (a child span), its baggage, log bindings naming the job — under the job's own budget, counted from the
+ * start of the attempt. The processor gets the context's signal as its third argument: it aborts at the budget,
+ * or when BullMQ cancels the job (`worker.cancelJob`). When the budget runs out the attempt fails with the
+ * `DeadlineExceededError` (even if the processor ignores the signal), and BullMQ's `attempts`/`backoff` apply.
+ * `job.data` is given to the processor without the carrier key.
+ *
+ * @example
+ * ```ts
+ * import { withJobContext } from '@deadline/jobs';
+ * import { type Job, Worker } from 'bullmq';
+ *
+ * new Worker(
+ *   'mail',
+ *   withJobContext(async (job: Job<{ userId: number }>, token, signal) => {
+ *     const user = await db.query('select * from users where id = $1', [job.data.userId]); // bounded by the job's budget
+ *     await mailer.send(user.rows[0], { signal });
+ *   }, { hop: 'mail-worker' }),
+ *   { connection },
+ * );
+ * ```
+ */
+export function withJobContext<J extends JobLike, R>(
+  processor: (job: J, token?: string, signal?: AbortSignal) => Promise<R>,
+  options: JobContextOptions = {},
+): (job: J, token?: string, signal?: AbortSignal) => Promise<R> {
+  checkFunction('processor', processor, false);
+  checkObject('options', options);
+  const hop = checkHop(options.hop, 'options.hop');
+  const defaultBudgetMs = checkNumber('options.budgetMs', options.budgetMs, { min: 1, max: 2 ** 31 - 1 });
+  return (job, token, signal) => {
+    let carried = readCarrier(undefined);
+    const data = job.data;
+    if (typeof data === 'object' && data !== null && JOB_CONTEXT_KEY in data) {
+      const { [JOB_CONTEXT_KEY]: carrier, ...rest } = data as Record<string, unknown>;
+      carried = readCarrier(carrier);
+      job.data = rest;
+    }
+    const bindings = {
+      queue: job.queueName,
+      job: job.name,
+      jobId: job.id,
+      attempt: job.attemptsMade + 1,
+      ...(carried.hop === undefined ? {} : { enqueuedBy: carried.hop }),
+    };
+    return runWithContext(
+      {
+        root: true,
+        deadline: carried.budgetMs ?? defaultBudgetMs,
+        // A job enqueued outside any request (or by hand) starts a trace of its own, as a request would.
+        trace: carried.trace ?? traceFrom(),
+        hop: hop ?? (HOP.test(job.queueName) ? job.queueName : undefined),
+        baggage: carried.baggage,
+        bindings,
+        signal,
+      },
+      (ctx) =>
+        new Promise<R>((resolve, reject) => {
+          // The attempt ends at its budget (or cancel) even if the processor does not listen: BullMQ then
+          // records the failure and retries per the job's options.
+          const off = ctx.onStop(reject);
+          processor(job, token, ctx.signal).then(
+            (value) => {
+              off();
+              resolve(value);
+            },
+            (error: unknown) => {
+              off();
+              reject(error);
+            },
+          );
+        }),
+    );
+  };
+}
