@@ -6,6 +6,7 @@
  * Why in the core: the adapters differ only in how they abort; the timer, the listener on the request's
  * context and the typed errors are the same everywhere, and must be disposed of the same way.
  */
+import type { CallGuard, CallPermit } from './call-guard.js';
 import { monotonicNow, timerDelay } from './clock.js';
 import {
   type CallEndMessage,
@@ -57,10 +58,18 @@ export class OutgoingCall {
   #unsubscribe: () => void = noop;
   #stopped: DeadlineExceededError | CancelledError | undefined;
   #ended = false;
+  /** The circuit breaker's admission, reported to when the call ends. */
+  #permit: CallPermit | undefined;
 
-  private constructor(target: string, scope: Scope | undefined, options: OutgoingCallOptions | undefined) {
+  private constructor(
+    target: string,
+    scope: Scope | undefined,
+    options: OutgoingCallOptions | undefined,
+    permit: CallPermit | undefined,
+  ) {
     this.target = target;
     this.#scope = scope;
+    this.#permit = permit;
     this.startedAt = monotonicNow();
     const defaultMs = options?.defaultMs;
     if (defaultMs !== undefined && (scope === undefined || scope.deadline.isNone)) {
@@ -91,8 +100,21 @@ export class OutgoingCall {
    * Starts a call to `target` in the current context. Throws `DeadlineExceededError` (`before-call`) or
    * `CancelledError` when it must not be made — before anything is sent.
    */
-  static start(target: string, options?: OutgoingCallOptions): OutgoingCall {
-    return new OutgoingCall(target, storage.getStore(), options);
+  static start(target: string, options?: OutgoingCallOptions, guard?: CallGuard): OutgoingCall {
+    if (guard === undefined) return new OutgoingCall(target, storage.getStore(), options, undefined);
+    // The breaker first: an open circuit refuses the call (throws) before anything else is done.
+    const permit = guard.admit();
+    const capped =
+      permit.maxMs === undefined
+        ? options
+        : { ...options, maxMs: Math.min(options?.maxMs ?? permit.maxMs, permit.maxMs) };
+    try {
+      return new OutgoingCall(target, storage.getStore(), capped, permit);
+    } catch (error) {
+      // Not made for lack of time: reported, so a probe slot is not held forever (the breaker calls it neutral).
+      permit.done({ error, statusCode: undefined, durationMs: 0, givenMs: 0 });
+      throw error;
+    }
   }
 
   /** The hop (service) the call is made from, when its context names one. */
@@ -191,9 +213,17 @@ export class OutgoingCall {
     if (this.#ended) return;
     this.#ended = true;
     this.#disarm();
-    if (!hasCallSubscribers()) return;
     const stopped = this.#stopped;
     const cause = stopped ?? error;
+    if (this.#permit !== undefined) {
+      this.#permit.done({
+        error: cause,
+        statusCode,
+        durationMs: monotonicNow() - this.startedAt,
+        givenMs: this.timeoutMs ?? Number.POSITIVE_INFINITY,
+      });
+    }
+    if (!hasCallSubscribers()) return;
     // As in a hop's own request line: an answer with a 5xx status is an error, even without an exception.
     const outcome: CallEndMessage['outcome'] =
       cause === undefined

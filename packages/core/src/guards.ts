@@ -118,3 +118,23 @@ export function findDeadlineError(error: unknown): StopReason | undefined {
     message: `the server stopped the statement: ${(fields(error)?.message as string | undefined) ?? 'statement timeout'}`,
   });
 }
+
+/** What a server edge answers for a circuit breaker's refusal: its own status (503) and headers (`Retry-After`). */
+export type CircuitRefusal = Error & { statusCode: number; headers?: Record<string, string> };
+
+/**
+ * A circuit breaker's refusal (`code: 'ERR_CIRCUIT_OPEN'`, as `@deadline/resilience`'s `CircuitOpenError`) in
+ * `error` or its cause chain — global fetch wraps it in `TypeError: fetch failed` — so the server edge can
+ * answer it with its 503 and `Retry-After` rather than a 500. @internal
+ */
+export function findCircuitRefusal(error: unknown): CircuitRefusal | undefined {
+  let e = error;
+  for (let depth = 0; depth < 5 && typeof e === 'object' && e !== null; depth++) {
+    const candidate = e as Partial<CircuitRefusal> & { code?: unknown; cause?: unknown };
+    if (candidate.code === 'ERR_CIRCUIT_OPEN' && typeof candidate.statusCode === 'number') {
+      return candidate as CircuitRefusal;
+    }
+    e = candidate.cause;
+  }
+  return undefined;
+}

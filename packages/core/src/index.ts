@@ -6,6 +6,7 @@
  * @packageDocumentation
  */
 
+export type { CallGuard, CallOutcome, CallPermit } from './call-guard.js';
 export { MAX_TIMER_DELAY_MS } from './clock.js';
 export {
   bindContext,
@@ -22,6 +23,7 @@ export {
 } from './context.js';
 export { Deadline } from './deadline.js';
 export {
+  type BreakerStateMessage,
   type CallEndMessage,
   type CallStartMessage,
   type CancelledMessage,

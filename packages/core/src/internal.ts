@@ -5,19 +5,21 @@
  */
 
 export { type CallStopListener, OutgoingCall, type OutgoingCallOptions } from './call.js';
+export type { CallGuard, CallOutcome, CallPermit } from './call-guard.js';
 export { MAX_TIMER_DELAY_MS, monotonicNow, timerDelay } from './clock.js';
 export { describeValue } from './describe-value.js';
 export {
   hasCallSubscribers,
   hasPropagateSubscribers,
+  publishBreakerState,
   publishCallEnd,
   publishCallStart,
   publishCancelled,
   publishExceeded,
   publishPropagate,
 } from './diagnostics.js';
-export { markCausedBy } from './guards.js';
+export { type CircuitRefusal, findCircuitRefusal, markCausedBy } from './guards.js';
 export { Scope } from './scope.js';
 export { storage } from './storage.js';
-export { checkFunction, checkHop, checkName, checkNumber, checkObject } from './validate.js';
+export { checkFunction, checkGuard, checkHop, checkName, checkNumber, checkObject } from './validate.js';
 export { type HeaderSource, readHeader } from './wire/headers.js';

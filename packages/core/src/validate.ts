@@ -2,6 +2,7 @@
  * Option checks shared by the core and every adapter: each failure names the option and the value received.
  * Run them where options enter (registration, construction), not per request.
  */
+import type { CallGuard } from './call-guard.js';
 import { InvalidArgumentError } from './errors.js';
 
 /** Asserts `value` is a finite number ≥ `min` (and ≤ `max`), or `undefined` when optional. */
@@ -49,6 +50,17 @@ export function checkFunction<F extends (...args: never[]) => unknown>(
   if (value === undefined && optional) return undefined;
   if (typeof value !== 'function') throw new InvalidArgumentError(option, 'a function', value);
   return value as F;
+}
+
+/**
+ * Asserts `value` is a circuit breaker as an outgoing call uses it (an object with `admit()`), or `undefined`.
+ */
+export function checkGuard(option: string, value: unknown): CallGuard | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'object' || value === null || typeof (value as CallGuard).admit !== 'function') {
+    throw new InvalidArgumentError(option, 'a circuit breaker (an object with admit(), e.g. a CircuitBreaker)', value);
+  }
+  return value as CallGuard;
 }
 
 /** Asserts `value` is a plain object (not null, not an array), or `undefined` when optional. */

@@ -4,7 +4,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { DeadlineExceededError, findDeadlineError } from '@deadline/core';
-import { monotonicNow } from '@deadline/core/internal';
+import { findCircuitRefusal, monotonicNow } from '@deadline/core/internal';
 import { deadlineAnswer, RequestState, writeAnswer } from '@deadline/server/internal';
 import { stateOf } from './prototypes.js';
 
@@ -34,7 +34,9 @@ export function deadlineErrors() {
     // own abort reaching it, says nothing new. Dropped quietly, as the late answer itself is.
     if (typed !== undefined && known?.answeredWith !== undefined) return;
     if (typed === undefined || res.headersSent) {
-      next(error);
+      // A breaker's refusal wrapped by global fetch (`TypeError: fetch failed`): passed on bare, so Express's
+      // handler answers its 503 and Retry-After rather than a 500.
+      next(res.headersSent ? error : (findCircuitRefusal(error) ?? error));
       return;
     }
     known?.recordError(typed);

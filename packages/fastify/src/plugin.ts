@@ -4,7 +4,7 @@
  * body parsing (the body's stream events arrive in the socket's context, not the request's).
  */
 import { DeadlineExceededError, findDeadlineError, isDeadlineError } from '@deadline/core';
-import { monotonicNow, storage } from '@deadline/core/internal';
+import { findCircuitRefusal, monotonicNow, storage } from '@deadline/core/internal';
 import type { DeadlineServerOptions, RequestDeadline, RouteLimits } from '@deadline/server';
 import {
   createParser,
@@ -152,11 +152,12 @@ export const fastifyDeadline = fp(plugin, { fastify: '5.x', name: '@deadline/fas
 /** Gives an error that wraps a deadline error (and has no status of its own) that error's status and headers. */
 function lendStatus(error: Error & { statusCode?: unknown; status?: unknown }): void {
   if (error.statusCode !== undefined || error.status !== undefined || isDeadlineError(error)) return;
-  const typed = findDeadlineError(error);
+  const typed = findDeadlineError(error) ?? findCircuitRefusal(error);
   if (typed === undefined) return;
   try {
     Object.defineProperty(error, 'statusCode', { value: typed.statusCode, configurable: true, writable: true });
-    const headers = typed instanceof DeadlineExceededError ? typed.headers : undefined;
+    // A deadline error names the hop whose deadline fired; a breaker's refusal says when to come back.
+    const headers = typed instanceof DeadlineExceededError || !isDeadlineError(typed) ? typed.headers : undefined;
     if (headers !== undefined) {
       Object.defineProperty(error, 'headers', { value: headers, configurable: true, writable: true });
     }

@@ -3,6 +3,7 @@
  * rejects with the deadline error itself rather than `TypeError: fetch failed` wrapped around it.
  */
 import { isDeadlineError } from '@deadline/core';
+import { findCircuitRefusal } from '@deadline/core/internal';
 import { Agent, type Dispatcher } from 'undici';
 import type { DispatcherOptions } from './global-dispatcher.js';
 import { deadlineInterceptor } from './interceptor.js';
@@ -31,10 +32,15 @@ export function createFetch(options?: DispatcherOptions): typeof globalThis.fetc
   };
 }
 
-/** `fetch` wraps dispatcher errors in `TypeError('fetch failed')`; ours is more useful bare. @internal */
+/**
+ * `fetch` wraps dispatcher errors in `TypeError('fetch failed')`; ours (a deadline error, a circuit breaker's
+ * refusal) are more useful bare. @internal
+ */
 export function unwrapFetchError(error: unknown): unknown {
-  const cause = (error as { cause?: unknown } | null)?.cause;
-  return error instanceof TypeError && isDeadlineError(cause) ? cause : error;
+  if (!(error instanceof TypeError)) return error;
+  const cause = (error as { cause?: unknown }).cause;
+  if (isDeadlineError(cause)) return cause;
+  return findCircuitRefusal(cause) ?? error;
 }
 
 let defaultFetch: typeof globalThis.fetch | undefined;

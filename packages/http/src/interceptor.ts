@@ -57,12 +57,9 @@ export function deadlineInterceptor(options?: HttpDeadlineOptions): Dispatcher.D
 
 /** @internal */
 export function startCall(opts: Dispatcher.DispatchOptions, resolved: ResolvedHttpOptions): OutgoingCall {
-  const target = resolved.target({
-    method: opts.method ?? 'GET',
-    origin: originOf(opts.origin),
-    path: opts.path ?? '/',
-  });
-  return OutgoingCall.start(target, resolved);
+  const origin = originOf(opts.origin);
+  const target = resolved.target({ method: opts.method ?? 'GET', origin, path: opts.path ?? '/' });
+  return OutgoingCall.start(target, resolved, resolved.guardFor(origin));
 }
 
 /** Forwards undici's events to the caller's handler, and stops the exchange when the call must stop. */

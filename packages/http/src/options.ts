@@ -3,7 +3,14 @@
  * a dispatcher installed): a bad value fails at startup with the option and the value named.
  */
 import { ALL_DIALECTS, type DeadlineDialect, InvalidArgumentError } from '@deadline/core';
-import { checkFunction, checkNumber, checkObject, type OutgoingCallOptions } from '@deadline/core/internal';
+import {
+  type CallGuard,
+  checkFunction,
+  checkGuard,
+  checkNumber,
+  checkObject,
+  type OutgoingCallOptions,
+} from '@deadline/core/internal';
 import { describeTarget, type TargetRequest } from './target.js';
 
 /**
@@ -38,14 +45,22 @@ export interface HttpDeadlineOptions {
   downstreamErrors?: boolean | undefined;
   /** How a call is named in errors, events and logs. Default `METHOD origin/path` (no query string). */
   target?: ((request: TargetRequest) => string) | undefined;
+  /**
+   * A circuit breaker per downstream origin (`http://inventory:8080`): a function from the origin to its breaker
+   * (`createBreakers()` of `@deadline/resilience` is one), or one breaker for every call. An open circuit
+   * refuses the call before anything is sent (`CircuitOpenError`). Applies inside and outside a context.
+   */
+  circuitBreaker?: CallGuard | ((origin: string) => CallGuard | undefined) | undefined;
 }
 
 /** @internal */
 export interface ResolvedHttpOptions extends OutgoingCallOptions {
   downstreamErrors: boolean;
   target: (request: TargetRequest) => string;
-  /** Nothing to do outside a context: no default budget, no cap. */
+  /** Nothing to do outside a context: no default budget, no cap, no breaker. */
   passThroughOutside: boolean;
+  /** The breaker of a call to `origin`, if any. */
+  guardFor: (origin: string) => CallGuard | undefined;
 }
 
 /** @internal */
@@ -72,6 +87,15 @@ export function resolveHttpOptions(options: HttpDeadlineOptions | undefined): Re
     throw new InvalidArgumentError('downstreamErrors', 'a boolean', downstreamErrors);
   }
   const target = checkFunction<(request: TargetRequest) => string>('target', options?.target) ?? describeTarget;
+  const breaker = options?.circuitBreaker;
+  let guardFor: (origin: string) => CallGuard | undefined;
+  if (typeof breaker === 'function') {
+    // One breaker per origin, looked up per call (a registry memoizes them).
+    guardFor = (origin) => checkGuard('circuitBreaker(origin)', breaker(origin));
+  } else {
+    const guard = checkGuard('circuitBreaker', breaker);
+    guardFor = () => guard;
+  }
   return {
     marginMs,
     minMs,
@@ -80,6 +104,7 @@ export function resolveHttpOptions(options: HttpDeadlineOptions | undefined): Re
     dialects: dialects?.filter((d) => d !== 'deadline'),
     downstreamErrors,
     target,
-    passThroughOutside: defaultMs === undefined && maxMs === undefined,
+    passThroughOutside: defaultMs === undefined && maxMs === undefined && breaker === undefined,
+    guardFor,
   };
 }

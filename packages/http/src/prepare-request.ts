@@ -78,7 +78,7 @@ export function prepareWith(
   if (resolved.passThroughOutside && storage.getStore() === undefined) return passThrough(init);
   const parsed = typeof url === 'string' ? new URL(url) : url;
   const target = resolved.target({ method: method.toUpperCase(), origin: parsed.origin, path: parsed.pathname });
-  const call = OutgoingCall.start(target, resolved);
+  const call = OutgoingCall.start(target, resolved, resolved.guardFor(parsed.origin));
   const headers: Record<string, string | string[] | number> = {};
   for (const [name, value] of Object.entries(init?.headers ?? {})) {
     if (value !== undefined && !Object.hasOwn(call.headers, name.toLowerCase())) headers[name] = value;

@@ -2,7 +2,7 @@
  * What every connection of one wrapped pool (or one wrapped connection) shares: the call's target and options,
  * the side connection that sends KILLs, and the server's flavour, learnt once.
  */
-import type { OutgoingCallOptions } from '@deadline/core/internal';
+import type { CallGuard, OutgoingCallOptions } from '@deadline/core/internal';
 import type { Connection } from 'mysql2/promise';
 import { type Flavour, flavourOf } from './flavour.js';
 import { Killer } from './killer.js';
@@ -15,6 +15,8 @@ type WithHandshake = { connection?: { _handshakePacket?: { serverVersion?: unkno
 export class Backend {
   readonly target: string;
   readonly callOptions: OutgoingCallOptions;
+  /** The circuit breaker every statement asks first, if one was given. */
+  readonly guard: CallGuard | undefined;
   readonly killer: Killer;
   #flavour: Flavour | undefined;
   #detecting = false;
@@ -22,6 +24,7 @@ export class Backend {
   constructor(options: ResolvedOptions, connectionConfig: object) {
     this.target = options.target;
     this.callOptions = options.call;
+    this.guard = options.guard;
     this.killer = new Killer(connectionConfig);
   }
 

@@ -2,7 +2,14 @@
  * The options of `withDeadline()`, checked once where they enter: a bad value fails at startup, naming the
  * option and the value received, never on the first query.
  */
-import { checkName, checkNumber, checkObject, type OutgoingCallOptions } from '@deadline/core/internal';
+import {
+  type CallGuard,
+  checkGuard,
+  checkName,
+  checkNumber,
+  checkObject,
+  type OutgoingCallOptions,
+} from '@deadline/core/internal';
 
 /**
  * Options of {@link withDeadline}.
@@ -20,6 +27,12 @@ export interface MysqlDeadlineOptions {
   marginMs?: number | undefined;
   /** Below this many ms left (after the margin) the statement is not sent: `DeadlineExceededError`, `before-call`. Default 1. */
   minMs?: number | undefined;
+  /**
+   * A circuit breaker for this database (`new CircuitBreaker({ target: 'orders-db' })` of `@deadline/resilience`):
+   * an open circuit refuses a statement before it is sent (`CircuitOpenError`). It guards what this wrapper bounds,
+   * the statements made inside a deadline context.
+   */
+  circuitBreaker?: CallGuard | undefined;
 }
 
 /** @internal */
@@ -27,6 +40,7 @@ export interface ResolvedOptions {
   /** The target of every call: the `name` option or its default. */
   target: string;
   call: OutgoingCallOptions;
+  guard: CallGuard | undefined;
 }
 
 /** @internal */
@@ -38,5 +52,5 @@ export function resolveOptions(options: MysqlDeadlineOptions | undefined, databa
   const fallback = typeof database === 'string' && database.length > 0 ? database : 'mysql';
   // A database call sends no budget headers to anyone: none computed, no `deadline:propagate` published.
   const call = { marginMs, minMs, propagates: false };
-  return { target: name ?? fallback, call };
+  return { target: name ?? fallback, call, guard: checkGuard('circuitBreaker', options?.circuitBreaker) };
 }

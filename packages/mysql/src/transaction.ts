@@ -23,7 +23,7 @@ export async function runTransaction<R>(
 ): Promise<R> {
   checkFunction('fn', fn, false);
   if (storage.getStore() === undefined) return unbounded(await acquire(undefined), fn);
-  const call = OutgoingCall.start(backend.target, backend.callOptions);
+  const call = OutgoingCall.start(backend.target, backend.callOptions, backend.guard);
   backend.prepare();
   let lease: Lease;
   try {

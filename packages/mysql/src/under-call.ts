@@ -7,7 +7,7 @@ import type { Backend } from './backend.js';
 
 /** @internal */
 export async function underCall<T>(backend: Backend, work: (call: OutgoingCall) => Promise<T>): Promise<T> {
-  const call = OutgoingCall.start(backend.target, backend.callOptions);
+  const call = OutgoingCall.start(backend.target, backend.callOptions, backend.guard);
   // The side connection opens (and the flavour is learnt) while the pool checks out a connection.
   backend.prepare();
   try {

@@ -3,7 +3,7 @@
  * the option.
  */
 import { InvalidArgumentError } from '@deadline/core';
-import { checkName, checkNumber, checkObject } from '@deadline/core/internal';
+import { type CallGuard, checkGuard, checkName, checkNumber, checkObject } from '@deadline/core/internal';
 
 /**
  * Options of {@link withDeadline}.
@@ -27,6 +27,12 @@ export interface PgDeadlineOptions {
    * process dies before it can cancel. Costs a round trip each way. Default true.
    */
   statementTimeout?: boolean | undefined;
+  /**
+   * A circuit breaker for this database (`new CircuitBreaker({ target: 'orders-db' })` of `@deadline/resilience`):
+   * an open circuit refuses a query before it is sent (`CircuitOpenError`). It guards what this wrapper bounds,
+   * the querys made inside a deadline context.
+   */
+  circuitBreaker?: CallGuard | undefined;
 }
 
 /** @internal */
@@ -37,6 +43,7 @@ export interface ResolvedPgOptions {
   marginMs: number | undefined;
   minMs: number | undefined;
   statementTimeout: boolean;
+  guard: CallGuard | undefined;
 }
 
 /** @internal */
@@ -55,5 +62,6 @@ export function resolvePgOptions(
     marginMs: checkNumber('marginMs', options?.marginMs),
     minMs: checkNumber('minMs', options?.minMs),
     statementTimeout,
+    guard: checkGuard('circuitBreaker', options?.circuitBreaker),
   };
 }

@@ -138,7 +138,7 @@ export function withDeadline<P extends PgPoolLike | PgClient>(
     },
     async connect() {
       if (!inContext()) return pool.connect() as unknown as DeadlinePoolClient;
-      const call = OutgoingCall.start(resolved.target, resolved);
+      const call = OutgoingCall.start(resolved.target, resolved, resolved.guard);
       const client = await checkout(pool, call);
       call.end();
       return checkedOut(client, resolved);
@@ -181,7 +181,7 @@ async function bounded<T>(
   kind: 'statement' | 'transaction',
   work: (session: Session, timeout: (() => number) | undefined) => Promise<T>,
 ): Promise<T> {
-  const call = OutgoingCall.start(resolved.target, resolved);
+  const call = OutgoingCall.start(resolved.target, resolved, resolved.guard);
   const client = await checkout(pool, call);
   const session = new Session(client, call);
   const timeout = resolved.statementTimeout && call.timeoutMs !== undefined ? () => beltMs(call) : undefined;
@@ -285,7 +285,7 @@ function checkedOut(client: PgPoolClientLike, resolved: ResolvedPgOptions): Dead
         return (await unbounded(text, values)) as PgResult<R>;
       }
       await settle();
-      const call = OutgoingCall.start(resolved.target, resolved);
+      const call = OutgoingCall.start(resolved.target, resolved, resolved.guard);
       const session = new Session(client, call);
       try {
         if (resolved.statementTimeout && call.timeoutMs !== undefined) {

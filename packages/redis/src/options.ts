@@ -1,5 +1,5 @@
 /** Options of `withDeadline()`, checked when the client is wrapped: a bad value fails at startup, naming it. */
-import { checkName, checkNumber, checkObject } from '@deadline/core/internal';
+import { type CallGuard, checkGuard, checkName, checkNumber, checkObject } from '@deadline/core/internal';
 
 /**
  * Options of {@link withDeadline}.
@@ -17,6 +17,12 @@ export interface RedisDeadlineOptions {
   marginMs?: number | undefined;
   /** Below this many ms left, the command is not sent (`DeadlineExceededError`, phase `before-call`). Default 1. */
   minMs?: number | undefined;
+  /**
+   * A circuit breaker for this Redis (`new CircuitBreaker({ target: 'sessions' })` of `@deadline/resilience`): an
+   * open circuit refuses a command or pipeline before it is sent (`CircuitOpenError`). It guards what this wrapper
+   * bounds, the commands made inside a deadline context.
+   */
+  circuitBreaker?: CallGuard | undefined;
 }
 
 /** @internal */
@@ -25,6 +31,7 @@ export interface ResolvedRedisOptions {
   marginMs: number | undefined;
   minMs: number | undefined;
   propagates: false;
+  guard: CallGuard | undefined;
 }
 
 /** @internal */
@@ -35,5 +42,6 @@ export function resolveRedisOptions(options: RedisDeadlineOptions | undefined): 
     marginMs: checkNumber('marginMs', options?.marginMs),
     minMs: checkNumber('minMs', options?.minMs),
     propagates: false,
+    guard: checkGuard('circuitBreaker', options?.circuitBreaker),
   };
 }

@@ -83,14 +83,20 @@ function runCommand(
       ]?.(...args) ?? send(args)
     );
   }
+  const blocking = isBlocking(command, args as never);
   let call: OutgoingCall;
   try {
-    call = OutgoingCall.start(`${resolved.name} ${command.toUpperCase()}`, resolved);
+    // A blocking command waits by design, to its timeout or the deadline: not a sign of a failing server, so
+    // the breaker neither guards nor counts it.
+    call = OutgoingCall.start(
+      `${resolved.name} ${command.toUpperCase()}`,
+      resolved,
+      blocking ? undefined : resolved.guard,
+    );
   } catch (error) {
-    // No time left: nothing is written; rejected like any command, not thrown.
+    // No time left (or the circuit is open): nothing is written; rejected like any command, not thrown.
     return Promise.reject(error);
   }
-  const blocking = isBlocking(command, args as never);
   return new Promise((resolve, reject) => {
     let settled = false;
     /** The arguments as sent, once sent (a released blocking pop's reply is put back from them). */
@@ -194,7 +200,7 @@ function boundedPipeline(pipeline: PipelineLike, resolved: ResolvedRedisOptions,
     if (storage.getStore() === undefined || typeof args[0] === 'function') return exec(...args);
     let call: OutgoingCall;
     try {
-      call = OutgoingCall.start(`${resolved.name} PIPELINE`, resolved);
+      call = OutgoingCall.start(`${resolved.name} PIPELINE`, resolved, resolved.guard);
     } catch (error) {
       return Promise.reject(error);
     }

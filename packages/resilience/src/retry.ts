@@ -1,0 +1,263 @@
+/**
+ * Retries inside the one budget. Each attempt gets what is left of the request's deadline (capped per attempt,
+ * like Envoy's per-try timeout), the wait between attempts is full-jitter backoff cut short by a cancel, and an
+ * attempt that cannot get `minAttemptMs` is not started: a 2 s budget stays 2 s, never 2 s plus a fresh
+ * timeout per retry.
+ */
+import {
+  currentContext,
+  type DeadlineContext,
+  DeadlineExceededError,
+  InvalidArgumentError,
+  isDeadlineExceededError,
+  runWithContext,
+} from '@deadline/core';
+import { checkFunction, checkName, checkNumber, checkObject } from '@deadline/core/internal';
+import { fullJitter } from './backoff.js';
+import { isRetryableError, neverSent, statusOf } from './classify.js';
+import { retryAfterOf } from './retry-after.js';
+import type { RetryBudget } from './retry-budget.js';
+import { cancellableSleep } from './sleep.js';
+
+/**
+ * What {@link RetryOptions.onRetry} is told before each wait.
+ *
+ * @example
+ * ```ts
+ * const onRetry = ({ attempt, delayMs, error }: RetryEvent) => log.warn({ attempt, delayMs, err: error }, 'retrying');
+ * ```
+ */
+export interface RetryEvent {
+  /** The attempt that just failed (1-based). */
+  attempt: number;
+  /** The error it failed with, or the retryable result (a 503 response). */
+  error: unknown;
+  /** The wait before the next attempt (ms). */
+  delayMs: number;
+  /** What is left of the request's budget (ms; `Infinity` without one). */
+  remainingMs: number;
+}
+
+/**
+ * Options of {@link retry}.
+ *
+ * @example
+ * ```ts
+ * const options: RetryOptions = { attempts: 3, perAttemptTimeoutMs: 400, baseDelayMs: 50, maxDelayMs: 500 };
+ * ```
+ */
+export interface RetryOptions {
+  /** Attempts in all, the first included (3: at most 3 calls). Default 3. */
+  attempts?: number | undefined;
+  /** Each attempt's own cap (ms), within what is left of the budget. Default: none (the budget is the cap). */
+  perAttemptTimeoutMs?: number | undefined;
+  /** An attempt that cannot get at least this much (ms) is not started. Default 10. */
+  minAttemptMs?: number | undefined;
+  /** Backoff: the first wait is uniform in [0, baseDelayMs], doubling per retry. Default 50. */
+  baseDelayMs?: number | undefined;
+  /** Backoff cap (ms). Default 1 000. */
+  maxDelayMs?: number | undefined;
+  /** Cancels the retrying (and the attempt in flight) when it aborts, besides the request's context. */
+  signal?: AbortSignal | undefined;
+  /**
+   * Whether the call may safely run twice. When false, only failures where the request certainly never
+   * reached the server (connection refused, not sent for lack of time) are retried. Default true.
+   */
+  idempotent?: boolean | undefined;
+  /** Shared per downstream: when it has no retry left, the original error is thrown instead of retrying. */
+  retryBudget?: RetryBudget | undefined;
+  /** Decides which errors are retried. Default: refused/reset/socket errors, 502/503/504, an attempt's timeout. */
+  isRetryable?: ((error: unknown) => boolean) | undefined;
+  /** Decides which results are retried (and discarded). Default: a response with status 502, 503 or 504. */
+  isRetryableResult?: ((result: unknown) => boolean) | undefined;
+  /** Called before each wait: for logs and metrics. */
+  onRetry?: ((event: RetryEvent) => void) | undefined;
+  /** The downstream's name, in the error when the budget runs out. */
+  target?: string | undefined;
+  /** Random numbers in [0, 1) for the jitter; for tests. */
+  random?: (() => number) | undefined;
+}
+
+const RETRYABLE_STATUSES = new Set([502, 503, 504]);
+const defaultRetryableResult = (result: unknown) => RETRYABLE_STATUSES.has(statusOf(result) ?? 0);
+
+/**
+ * Calls `fn` until it succeeds, at most `attempts` times, inside the current deadline: each attempt runs in a
+ * child context bounded by what is left (and by `perAttemptTimeoutMs`), so every call inside it derives its
+ * timeout from the attempt. `fn` gets the attempt number (1-based) and the attempt's signal. Never retried:
+ * 4xx, a cancel, the request's own deadline, a non-idempotent call that may have reached the server, a retry
+ * the {@link RetryBudget} has no room for. A retryable result (a 503 response) is retried and discarded; the
+ * last one is returned as it is. `Retry-After` is honoured when it fits in the budget.
+ *
+ * @example
+ * ```ts
+ * import { retry } from '@deadline/resilience';
+ *
+ * // Inside a request with 1 s left: at most 3 attempts, each at most 400 ms, all within the 1 s.
+ * const response = await retry((attempt, signal) => fetch('http://inventory/stock/42', { signal }), {
+ *   attempts: 3,
+ *   perAttemptTimeoutMs: 400,
+ * });
+ * ```
+ */
+export async function retry<T>(
+  fn: (attempt: number, signal: AbortSignal | undefined) => T | Promise<T>,
+  options: RetryOptions = {},
+): Promise<T> {
+  checkFunction('fn', fn, false);
+  const o = resolve(options);
+  const parent = currentContext();
+  o.retryBudget?.recordRequest();
+  let lastError: unknown;
+  for (let attempt = 1; ; attempt++) {
+    const left = parent?.remainingMs() ?? Number.POSITIVE_INFINITY;
+    if (attempt > 1 && left < o.minAttemptMs) throw budgetRanOut(attempt - 1, lastError, left, o.target);
+    let result: T;
+    try {
+      result = await runAttempt(fn, attempt, left, o);
+    } catch (error) {
+      lastError = error;
+      // The request's own deadline (or its cancel) ends the retrying: nobody waits for another attempt.
+      const stopped = parent?.stopReason;
+      if (stopped !== undefined) throw isDeadlineExceededError(error) || error === stopped ? error : stopped;
+      if (o.signal?.aborted) throw error;
+      if (attempt >= o.attempts || !o.isRetryable(error)) throw error;
+      if (!o.idempotent && !neverSent(error)) throw error;
+      if (o.retryBudget !== undefined && !o.retryBudget.tryRetry()) throw error;
+      await wait(attempt, error, parent, o);
+      continue;
+    }
+    if (attempt < o.attempts && o.isRetryableResult(result)) {
+      if (o.retryBudget !== undefined && !o.retryBudget.tryRetry()) return result;
+      lastError = result;
+      const delay = delayFor(attempt, result, o);
+      const remaining = parent?.remainingMs() ?? Number.POSITIVE_INFINITY;
+      // No time for another attempt after the wait: the response we have is the answer.
+      if (delay + o.minAttemptMs > remaining) return result;
+      discard(result);
+      await sleepBefore(attempt, result, delay, parent, o);
+      continue;
+    }
+    return result;
+  }
+}
+
+interface Resolved {
+  attempts: number;
+  perAttemptTimeoutMs: number | undefined;
+  minAttemptMs: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+  signal: AbortSignal | undefined;
+  idempotent: boolean;
+  retryBudget: RetryBudget | undefined;
+  isRetryable: (error: unknown) => boolean;
+  isRetryableResult: (result: unknown) => boolean;
+  onRetry: ((event: RetryEvent) => void) | undefined;
+  target: string | undefined;
+  random: () => number;
+}
+
+function resolve(options: RetryOptions): Resolved {
+  checkObject('options', options);
+  const signal = options.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw new InvalidArgumentError('signal', 'an AbortSignal', signal);
+  }
+  return {
+    attempts: checkNumber('attempts', options.attempts, { min: 1, max: 100 }) ?? 3,
+    perAttemptTimeoutMs: checkNumber('perAttemptTimeoutMs', options.perAttemptTimeoutMs, { min: 1 }),
+    minAttemptMs: checkNumber('minAttemptMs', options.minAttemptMs) ?? 10,
+    baseDelayMs: checkNumber('baseDelayMs', options.baseDelayMs) ?? 50,
+    maxDelayMs: checkNumber('maxDelayMs', options.maxDelayMs) ?? 1_000,
+    signal,
+    idempotent: options.idempotent ?? true,
+    retryBudget: options.retryBudget,
+    isRetryable: checkFunction('isRetryable', options.isRetryable) ?? isRetryableError,
+    isRetryableResult: checkFunction('isRetryableResult', options.isRetryableResult) ?? defaultRetryableResult,
+    onRetry: checkFunction('onRetry', options.onRetry),
+    target: checkName('target', options.target),
+    random: checkFunction('random', options.random) ?? Math.random,
+  };
+}
+
+/** One attempt, in a child context bounded by what is left and the per-attempt cap; abandoned at its end. */
+function runAttempt<T>(
+  fn: (attempt: number, signal: AbortSignal | undefined) => T | Promise<T>,
+  attempt: number,
+  left: number,
+  o: Resolved,
+): Promise<T> {
+  const cap = Math.min(left, o.perAttemptTimeoutMs ?? Number.POSITIVE_INFINITY);
+  return runWithContext(
+    { deadline: Number.isFinite(cap) ? cap : undefined, signal: o.signal },
+    (ctx) =>
+      new Promise<T>((resolve, reject) => {
+        // An attempt that ignores its signal is abandoned at its deadline, not waited for.
+        const off = ctx.onStop(reject);
+        Promise.resolve()
+          .then(() => fn(attempt, ctx.signal))
+          .then(
+            (value) => {
+              off();
+              resolve(value);
+            },
+            (error: unknown) => {
+              off();
+              reject(error);
+            },
+          );
+      }),
+  );
+}
+
+function delayFor(attempt: number, failure: unknown, o: Resolved): number {
+  const backoff = fullJitter(attempt, o.baseDelayMs, o.maxDelayMs, o.random);
+  const asked = retryAfterOf(failure);
+  return asked === undefined ? backoff : Math.max(backoff, asked);
+}
+
+async function wait(attempt: number, error: unknown, parent: DeadlineContext | undefined, o: Resolved) {
+  const delay = delayFor(attempt, error, o);
+  const remaining = parent?.remainingMs() ?? Number.POSITIVE_INFINITY;
+  // The next attempt could not get its minimum after the wait (a Retry-After past the deadline): stop now.
+  if (delay + o.minAttemptMs > remaining) throw budgetRanOut(attempt, error, remaining, o.target);
+  await sleepBefore(attempt, error, delay, parent, o);
+}
+
+function sleepBefore(
+  attempt: number,
+  error: unknown,
+  delayMs: number,
+  parent: DeadlineContext | undefined,
+  o: Resolved,
+) {
+  try {
+    o.onRetry?.({ attempt, error, delayMs, remainingMs: parent?.remainingMs() ?? Number.POSITIVE_INFINITY });
+  } catch {
+    // A broken logger must not change what the retry does.
+  }
+  return cancellableSleep(delayMs, parent, o.signal);
+}
+
+/** The body of a response that will not be read: released, so its connection can be reused. */
+function discard(result: unknown): void {
+  const body = (result as { body?: { cancel?: () => Promise<void>; dump?: () => Promise<void> } } | null)?.body;
+  const release = body?.dump ?? body?.cancel;
+  if (typeof release === 'function') release.call(body).catch(() => {});
+}
+
+function budgetRanOut(attempts: number, lastError: unknown, remainingMs: number, target: string | undefined) {
+  return new DeadlineExceededError({
+    phase: 'before-call',
+    target,
+    cause: lastError,
+    message: `deadline budget ran out after ${attempts} attempt${attempts === 1 ? '' : 's'}${target === undefined ? '' : ` to ${target}`}: ${Math.max(0, Math.floor(remainingMs))} ms left, not enough for another (last error: ${describe(lastError)})`,
+  });
+}
+
+function describe(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  const status = statusOf(error);
+  return status === undefined ? String(error) : `status ${status}`;
+}

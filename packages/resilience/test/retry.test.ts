@@ -1,0 +1,231 @@
+/**
+ * retry() on real sockets: attempts inside the one budget, backoff cut short by a cancel, only what is worth
+ * retrying retried, and a retry budget that keeps a failing downstream's load near 1× instead of 3×.
+ */
+import { CancelledError, createContext, DeadlineExceededError, runWithDeadline } from '@deadline/core';
+import { request } from 'undici';
+import { describe, expect, it } from 'vitest';
+import { downstreamsPerTest, httpServer, refusedUrl, silent } from '../../http/test/servers.ts';
+import { RetryBudget, retry } from '../src/index.ts';
+
+const downstream = downstreamsPerTest();
+
+describe('retry()', () => {
+  it('per-attempt timeout 400 ms under a 500 ms budget: exactly 2 attempts, failure near 500 ms', async () => {
+    const server = await downstream(silent);
+    const attempts: number[] = [];
+    const started = performance.now();
+    const error = await runWithDeadline(500, () =>
+      retry(
+        (attempt, signal) => {
+          attempts.push(attempt);
+          return request(server.url, { signal });
+        },
+        { attempts: 5, perAttemptTimeoutMs: 400, baseDelayMs: 20 },
+      ),
+    ).catch((e: unknown) => e);
+    const elapsed = performance.now() - started;
+    expect(attempts).toEqual([1, 2]);
+    expect(server.requests).toHaveLength(2);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(elapsed).toBeGreaterThanOrEqual(490);
+    expect(elapsed).toBeLessThan(800);
+  });
+
+  it('attempts means attempts: 3 is at most 3 calls', async () => {
+    const refused = await refusedUrl();
+    let calls = 0;
+    const error = await retry(
+      () => {
+        calls++;
+        return request(refused);
+      },
+      { attempts: 3, baseDelayMs: 1 },
+    ).catch((e: unknown) => e);
+    expect(calls).toBe(3);
+    expect(error).toMatchObject({ code: 'ECONNREFUSED' });
+  });
+
+  it('cancel during the backoff: settles within a few ms, no further attempt', async () => {
+    const refused = await refusedUrl();
+    const ctx = createContext({ root: true, deadline: 60_000 });
+    let calls = 0;
+    let cancelledAt = 0;
+    const started = ctx.run(() =>
+      retry(
+        () => {
+          calls++;
+          return request(refused);
+        },
+        {
+          attempts: 5,
+          baseDelayMs: 30_000,
+          maxDelayMs: 30_000,
+          random: () => 0.99,
+          onRetry: () => {
+            setImmediate(() => {
+              cancelledAt = performance.now();
+              ctx.cancel(new CancelledError('client left', { reason: 'client-disconnected' }));
+            });
+          },
+        },
+      ).catch((e: unknown) => e),
+    );
+    const error = await started;
+    const settledIn = performance.now() - cancelledAt;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(calls).toBe(1);
+    expect(settledIn).toBeLessThan(50);
+    console.log(`retry: cancel during backoff settled in ${settledIn.toFixed(2)} ms`);
+  });
+
+  it("the caller's own signal ends the retrying too", async () => {
+    const refused = await refusedUrl();
+    const controller = new AbortController();
+    let calls = 0;
+    const pending = retry(
+      () => {
+        calls++;
+        return request(refused);
+      },
+      {
+        attempts: 5,
+        baseDelayMs: 30_000,
+        signal: controller.signal,
+        onRetry: () => setImmediate(() => controller.abort()),
+      },
+    ).catch((e: unknown) => e);
+    expect(await pending).toBeInstanceOf(Error);
+    expect(calls).toBe(1);
+  });
+
+  it('4xx is never retried; 503 is, and the last 503 is returned as it is', async () => {
+    let hits = 0;
+    let status = 400;
+    const server = await httpServer((_req, res) => {
+      hits++;
+      res.statusCode = status;
+      res.end('x');
+    });
+    try {
+      const first = await retry(() => request(server.url), { attempts: 3, baseDelayMs: 1 });
+      expect(first.statusCode).toBe(400);
+      expect(hits).toBe(1);
+      await first.body.dump();
+      status = 503;
+      const second = await retry(() => request(server.url), { attempts: 3, baseDelayMs: 1 });
+      expect(second.statusCode).toBe(503);
+      expect(await second.body.text()).toBe('x');
+      expect(hits).toBe(4);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('Retry-After is honoured when it fits in the budget, and ends the retrying when it does not', async () => {
+    let hits = 0;
+    let retryAfter = '1';
+    const server = await httpServer((_req, res) => {
+      hits++;
+      res.statusCode = hits === 1 ? 503 : 200;
+      res.setHeader('retry-after', retryAfter);
+      res.end();
+    });
+    try {
+      let started = performance.now();
+      const ok = await runWithDeadline(5_000, () => retry(() => request(server.url), { baseDelayMs: 1 }));
+      expect(ok.statusCode).toBe(200);
+      expect(performance.now() - started).toBeGreaterThanOrEqual(990);
+      hits = 0;
+      retryAfter = '10';
+      started = performance.now();
+      const answer = await runWithDeadline(2_000, () => retry(() => request(server.url), { baseDelayMs: 1 }));
+      // 10 s does not fit in 2 s: the 503 is the answer, at once.
+      expect(answer.statusCode).toBe(503);
+      expect(performance.now() - started).toBeLessThan(500);
+      expect(hits).toBe(1);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('a call that may have reached the server is not retried unless idempotent; a refused one is', async () => {
+    const reset = await downstream((socket) => socket.destroy());
+    let calls = 0;
+    const error = await retry(
+      () => {
+        calls++;
+        return request(reset.url, { method: 'POST', body: 'order' });
+      },
+      { attempts: 3, baseDelayMs: 1, idempotent: false },
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(Error);
+    expect(calls).toBe(1);
+    const refused = await refusedUrl();
+    calls = 0;
+    await retry(
+      () => {
+        calls++;
+        return request(refused, { method: 'POST', body: 'order' });
+      },
+      { attempts: 3, baseDelayMs: 1, idempotent: false },
+    ).catch(() => {});
+    expect(calls).toBe(3);
+  });
+
+  it('our own request deadline is never retried: the request has nothing left', async () => {
+    const server = await downstream(silent);
+    let calls = 0;
+    const error = await runWithDeadline(200, () =>
+      retry(
+        (_attempt, signal) => {
+          calls++;
+          return request(server.url, { signal });
+        },
+        { attempts: 5 },
+      ),
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(calls).toBe(1);
+  });
+
+  it('no time for another attempt after the wait: the error says the budget ran out, the last cause attached', async () => {
+    const refused = await refusedUrl();
+    const error = (await runWithDeadline(100, () =>
+      retry(() => request(refused), { attempts: 5, baseDelayMs: 10_000, random: () => 0.99, target: 'inventory' }),
+    ).catch((e: unknown) => e)) as DeadlineExceededError;
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(error.phase).toBe('before-call');
+    expect(error.message).toMatch(/budget ran out after 1 attempt to inventory/);
+    expect(error.cause).toMatchObject({ code: 'ECONNREFUSED' });
+  });
+
+  it('a downstream failing 100 % under a 10 % retry budget: ≤ 1.1 attempts per request over 1,000 requests', async () => {
+    let hits = 0;
+    const server = await httpServer((_req, res) => {
+      hits++;
+      res.statusCode = 503;
+      res.end();
+    });
+    try {
+      const budget = new RetryBudget({ ratio: 0.1, minRetriesPerSecond: 0 });
+      for (let i = 0; i < 1_000; i++) {
+        const response = await retry(() => request(server.url), { attempts: 3, baseDelayMs: 0, retryBudget: budget });
+        await response.body.dump();
+      }
+      const perRequest = hits / 1_000;
+      console.log(`retry budget 10 %: ${perRequest.toFixed(3)} attempts per request (without it: 3)`);
+      expect(perRequest).toBeLessThanOrEqual(1.1);
+      expect(perRequest).toBeGreaterThan(1.05);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('bad options are refused, naming them', async () => {
+    await expect(retry(() => 1, { attempts: 0 })).rejects.toThrow(/attempts/);
+    await expect(retry(() => 1, { perAttemptTimeoutMs: -1 })).rejects.toThrow(/perAttemptTimeoutMs/);
+    await expect(retry(() => 1, { signal: 'x' as never })).rejects.toThrow(/signal/);
+    await expect(retry('x' as never)).rejects.toThrow(/fn/);
+  });
+});
