@@ -1,22 +1,51 @@
 /**
- * `npm run demo`: what deadline propagation changes, measured on this machine.
- * (A small core-only example for now; the three-hop service chain replaces it.)
+ * `npm run demo`: a real three-hop service chain on this machine — gateway (fastify) → orders (express) →
+ * inventory (fastify) on Postgres, Redis and BullMQ — and what the one request budget changes, measured now:
+ * seven tables, one trace's waterfall, and `demo-report.html` with the same as SVG.
  */
-import { runScenario } from './scenario.js';
+import { writeFile } from 'node:fs/promises';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { runDemo } from './demo.js';
+import { renderHtmlReport } from './report/html.js';
+import { renderTableText } from './report/table.js';
+import { renderWaterfallText, waterfallFor } from './report/waterfall.js';
 
-console.log('A client gives up after 300 ms; the service it calls needs ~1 s. Measuring…\n');
-const rows = await runScenario();
-console.table(
-  rows.map((row) => ({
-    mode: row.mode,
-    'client waited (ms)': row.clientWaitedMs,
-    'client saw': row.clientOutcome,
-    'downstream budget (ms)': row.downstreamBudgetMs ?? '(none)',
-    downstream: row.downstreamOutcome,
-    'dead work (ms)': row.deadWorkMs,
-  })),
-);
+const quick = process.argv.includes('--quick');
+const tty = process.stderr.isTTY === true;
+const progress = (line: string) => {
+  // One line, rewritten in place on a terminal; plain lines otherwise (CI logs).
+  if (tty) process.stderr.write(`\r\x1b[2K${line}`);
+  else process.stderr.write(`${line}\n`);
+};
+
+console.log('deadline — one request budget, honoured end to end. Measuring on this machine…\n');
+const started = performance.now();
+const result = await runDemo({ quick, progress });
+if (tty) process.stderr.write('\r\x1b[2K');
+
+console.log(`PostgreSQL: ${result.postgres}\n`);
+for (const table of result.tables) console.log(`${renderTableText(table)}\n`);
+
+const spans = waterfallFor(result.lines, result.traceId);
+console.log(`One request through the chain (trace ${result.traceId}), from the services' own pino logs:\n`);
 console.log(
-  '\nDead work: time the downstream kept working after the client had given up. With the propagated deadline it',
+  renderWaterfallText(spans, {
+    width: Math.min(process.stdout.columns ?? 120, 140),
+    color: process.stdout.isTTY === true,
+  }),
 );
-console.log('received the remaining budget on the wire (X-Request-Deadline) and stopped when it ran out.');
+
+const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}, Node ${process.version}, ${process.platform}`;
+const html = renderHtmlReport({
+  title: 'deadline — what one request budget changes',
+  generatedAt: new Date(),
+  machine: `${machine}; ${result.postgres}`,
+  tables: result.tables,
+  waterfall: spans,
+  traceId: result.traceId,
+});
+// npm sets INIT_CWD to where `npm run demo` was typed: the report lands there, not in apps/demo.
+const reportPath = join(process.env.INIT_CWD ?? process.cwd(), 'demo-report.html');
+await writeFile(reportPath, html);
+console.log(`\nReport: ${reportPath}  (${((performance.now() - started) / 1000).toFixed(1)} s)`);

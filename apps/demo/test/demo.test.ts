@@ -1,15 +1,93 @@
-import { expect, it } from 'vitest';
-import { runScenario } from '../src/scenario.ts';
+/**
+ * The demo's own smoke test: the short run (`--quick`) against the loopback services, checking each table's
+ * shape and the signs that make the point — the library's rows do less dead work than the baselines.
+ */
+import { describe, expect, it } from 'vitest';
+import { POSTGRES, requireService } from '../../../test/support/services.ts';
+import { type DemoResult, runDemo } from '../src/demo.ts';
+import { prepareEnvironment } from '../src/environment.ts';
+import { waterfallFor } from '../src/report/waterfall.ts';
 
-it('the demo table has both rows, and propagation cuts the dead work', async () => {
-  const [propagated, fixed] = await runScenario();
-  expect(propagated?.mode).toBe('propagated deadline');
-  expect(fixed?.mode).toBe('fixed 5 s timeout');
-  // The downstream saw a budget below the client's (it was spent on the way), and none without propagation.
-  expect(propagated?.downstreamBudgetMs).toBeGreaterThan(0);
-  expect(propagated?.downstreamBudgetMs).toBeLessThanOrEqual(300);
-  expect(fixed?.downstreamBudgetMs).toBeUndefined();
-  expect(propagated?.downstreamOutcome).toBe('stopped');
-  expect(fixed?.downstreamOutcome).toBe('finished');
-  expect(propagated?.deadWorkMs).toBeLessThan(fixed?.deadWorkMs as number);
+const available = await requireService(POSTGRES);
+
+describe.runIf(available)('npm run demo (quick)', () => {
+  let result: DemoResult;
+  it('runs every scenario against the real chain', async () => {
+    process.env.DATABASE_URL ??= POSTGRES.url;
+    result = await runDemo({ quick: true });
+    expect(result.tables.map((table) => table.id)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    for (const table of result.tables) {
+      if (table.skipped !== undefined) continue;
+      for (const row of table.rows) expect(row).toHaveLength(table.columns.length);
+    }
+  }, 120_000);
+
+  const table = (id: number) => result.tables.find((t) => t.id === id) as DemoResult['tables'][number];
+  const cell = (id: number, row: number, column: string) => table(id).rows[row]?.[table(id).columns.indexOf(column)];
+
+  it('1: with the deadline, inventory stops with the client; with fixed timeouts it works on', () => {
+    expect(cell(1, 0, 'inventory')).toBe('stopped');
+    expect(cell(1, 1, 'inventory')).toBe('finished');
+    expect(cell(1, 0, 'dead work (ms)') as number).toBeLessThan(cell(1, 1, 'dead work (ms)') as number);
+  });
+
+  it('2: the more orders burns, the less inventory is given', () => {
+    const given = table(2).rows.map((row) => row[2] as number);
+    expect(given[0]).toBeGreaterThan(given[1] as number);
+    expect(given[0]).toBeLessThanOrEqual(1_000);
+  });
+
+  it('3: retries inside the budget leave no work behind; fixed ones run on', () => {
+    const after = table(3).rows.map((row) => row[4] as number);
+    expect(after[0]).toBeLessThan(after[1] as number);
+    expect(table(3).rows[1]?.[2]).toBe(3);
+  });
+
+  it('4: forwarded work dies with the request; detached work lands, on the same trace', () => {
+    expect(table(4).rows[0]?.slice(2, 4)).toEqual(['stopped', 'cancelled']);
+    expect(table(4).rows[1]?.slice(2, 5)).toEqual(['finished', 'landed', 'same trace']);
+  });
+
+  it('5: the database stops with the library, not with a client-side timeout', () => {
+    const busy = table(5)
+      .rows.filter((row) => row[0] === 'PostgreSQL')
+      .map((row) => row[3] as number);
+    expect(busy[0]).toBeLessThan(200);
+    expect(busy[1]).toBeGreaterThan(1_000);
+  });
+
+  it('6: Redis: nothing lost with the library; lost with a client-side timeout', () => {
+    if (table(6).skipped !== undefined) return;
+    expect(table(6).rows[0]?.[3]).toBe('kept');
+    expect(String(table(6).rows[1]?.[3])).toMatch(/^lost/);
+  });
+
+  it('7: the open breaker keeps calls off inventory, and closes again', () => {
+    expect(table(7).rows[1]?.[2]).toBe(0);
+    expect(String(table(7).rows[0]?.[4])).toContain('closed → open');
+    expect(String(table(7).rows[2]?.[4])).toContain('→ closed');
+  });
+
+  it('the drawn trace crosses all three hops', () => {
+    const hops = new Set(waterfallFor(result.lines, result.traceId).map((span) => span.hop));
+    expect([...hops]).toEqual(expect.arrayContaining(['gateway', 'orders', 'inventory']));
+  });
+});
+
+describe('the embedded PostgreSQL (no DATABASE_URL)', () => {
+  it('starts from the npm package, answers, and is removed', async () => {
+    const saved = process.env.DATABASE_URL;
+    delete process.env.DATABASE_URL;
+    try {
+      const env = await prepareEnvironment();
+      try {
+        expect(env.postgres).toMatch(/embedded PostgreSQL \d+/);
+        expect((await env.pool.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+      } finally {
+        await env.close();
+      }
+    } finally {
+      if (saved !== undefined) process.env.DATABASE_URL = saved;
+    }
+  }, 60_000);
 });

@@ -104,10 +104,14 @@ export class OutgoingCall {
     if (guard === undefined) return new OutgoingCall(target, storage.getStore(), options, undefined);
     // The breaker first: an open circuit refuses the call (throws) before anything else is done.
     const permit = guard.admit();
+    // A probe's cap, never below the call's own minimum (a cap under it would be refused as an invalid option).
     const capped =
       permit.maxMs === undefined
         ? options
-        : { ...options, maxMs: Math.min(options?.maxMs ?? permit.maxMs, permit.maxMs) };
+        : {
+            ...options,
+            maxMs: Math.max(Math.min(options?.maxMs ?? permit.maxMs, permit.maxMs), options?.minMs ?? 1),
+          };
     try {
       return new OutgoingCall(target, storage.getStore(), capped, permit);
     } catch (error) {

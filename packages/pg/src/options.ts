@@ -30,7 +30,7 @@ export interface PgDeadlineOptions {
   /**
    * A circuit breaker for this database (`new CircuitBreaker({ target: 'orders-db' })` of `@deadline/resilience`):
    * an open circuit refuses a query before it is sent (`CircuitOpenError`). It guards what this wrapper bounds,
-   * the querys made inside a deadline context.
+   * the queries made inside a deadline context.
    */
   circuitBreaker?: CallGuard | undefined;
 }

@@ -16,10 +16,10 @@
 import { EventEmitter } from 'node:events';
 import {
   type BreakerStateMessage,
+  createContext,
   currentContext,
   DeadlineExceededError,
   InvalidArgumentError,
-  runWithDeadline,
 } from '@deadline/core';
 import { publishBreakerState } from '@deadline/core/internal';
 import { type CircuitBreakerOptions, type ResolvedBreakerOptions, resolveBreakerOptions } from './breaker-options.js';
@@ -162,7 +162,7 @@ export class CircuitBreaker extends EventEmitter<{ state: [BreakerStateEvent] }>
   /**
    * Runs `fn` through the breaker and returns (or throws) what it does. Rejects with {@link CircuitOpenError},
    * without calling `fn`, while the circuit is open — or half-open with every probe slot taken (nothing waits
-   * for a probe). A half-open call is a probe: it runs under `runWithDeadline(probeTimeoutMs)`.
+   * for a probe). A half-open call is a probe: it runs in a context of its own bounded by `probeTimeoutMs`.
    *
    * `fn` receives the current context's signal (inside a probe, the probe's) — but only if it declares a
    * parameter: `fn.length` is read so that a call that does not want a signal does not create one (the core
@@ -263,7 +263,10 @@ export class CircuitBreaker extends EventEmitter<{ state: [BreakerStateEvent] }>
     // When the request has less time than a probe's budget, a deadline is the request's, judged by the floor.
     const ownDeadline = probeTimeoutMs <= outerMs;
     const startedAt = this.#probeStarts[slot] as number;
-    return runWithDeadline(probeTimeoutMs, async (probe): Promise<T> => {
+    // Not ended when fn returns: a response it returns may still have a body to read, and ending the probe's
+    // context would cut it. The probe's deadline bounds that read too; a failed probe is ended at once.
+    const probe = createContext({ deadline: probeTimeoutMs });
+    return probe.run(async (): Promise<T> => {
       let outcome: ProbeOutcome;
       let result: T;
       try {
@@ -274,6 +277,7 @@ export class CircuitBreaker extends EventEmitter<{ state: [BreakerStateEvent] }>
             ? TIMED_OUT
             : this.#verdictOf(error, givenMs);
         this.#settle(generation, slot, startedAt, outcome, undefined);
+        probe.end();
         throw error;
       }
       outcome =

@@ -90,9 +90,10 @@ function isStatus(value: unknown): value is number {
  * ```
  */
 export function classifyError(
-  error: unknown,
+  thrown: unknown,
   { givenMs = Number.POSITIVE_INFINITY, deadlineFloorMs = 0 }: { givenMs?: number; deadlineFloorMs?: number } = {},
 ): Verdict {
+  const error = unwrapped(thrown);
   if (error instanceof CancelledError || error instanceof InvalidArgumentError || error instanceof CircuitOpenError) {
     return 'neutral';
   }
@@ -105,11 +106,33 @@ export function classifyError(
   const code = codeOf(error);
   if (code !== undefined) {
     if (TRANSPORT_CODES.has(code)) return 'failure';
-    // A five-character SQLSTATE: the class (first two) says whose fault.
-    if (/^[0-9A-Z]{5}$/.test(code)) return SERVER_SQLSTATE_CLASSES.has(code.slice(0, 2)) ? 'failure' : 'neutral';
+    // A five-character SQLSTATE (always with a digit, unlike EBUSY): the class (first two) says whose fault.
+    if (/^[0-9A-Z]{5}$/.test(code) && /\d/.test(code)) {
+      return SERVER_SQLSTATE_CLASSES.has(code.slice(0, 2)) ? 'failure' : 'neutral';
+    }
     if (code.startsWith('ER_')) return 'neutral';
   }
+  // ioredis: the server answered with an error about the command (WRONGTYPE, a script's) — unless it says the
+  // server itself cannot serve (loading, busy with a script, no master, cluster down, read-only replica).
+  if ((error as { name?: unknown } | null)?.name === 'ReplyError') {
+    const message = String((error as { message?: unknown }).message);
+    return /^(LOADING|BUSY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|NOREPLICAS)\b/.test(message)
+      ? 'failure'
+      : 'neutral';
+  }
   return 'failure';
+}
+
+/**
+ * The error that matters: the global fetch wraps every dispatcher error (ours included) in
+ * `TypeError('fetch failed', { cause })`.
+ */
+function unwrapped(error: unknown): unknown {
+  if (error instanceof TypeError && error.message === 'fetch failed') {
+    const cause = (error as { cause?: unknown }).cause;
+    if (typeof cause === 'object' && cause !== null) return cause;
+  }
+  return error;
 }
 
 /**
@@ -121,14 +144,16 @@ export function classifyError(
  * await retry(() => createOrder(order), { idempotent: false }); // retried only when neverSent(error)
  * ```
  */
-export function neverSent(error: unknown): boolean {
+export function neverSent(thrown: unknown): boolean {
+  const error = unwrapped(thrown);
   if (error instanceof DeadlineExceededError) return error.phase === 'before-call';
   const code = codeOf(error);
   return code !== undefined && NOT_SENT_CODES.has(code);
 }
 
 /** Whether a failure is worth another attempt (given time, attempts and budget remain). @internal */
-export function isRetryableError(error: unknown): boolean {
+export function isRetryableError(thrown: unknown): boolean {
+  const error = unwrapped(thrown);
   if (error instanceof CancelledError || error instanceof CircuitOpenError || error instanceof InvalidArgumentError) {
     return false;
   }

@@ -5,12 +5,12 @@
  * timeout per retry.
  */
 import {
+  createContext,
   currentContext,
   type DeadlineContext,
   DeadlineExceededError,
   InvalidArgumentError,
   isDeadlineExceededError,
-  runWithContext,
 } from '@deadline/core';
 import { checkFunction, checkName, checkNumber, checkObject } from '@deadline/core/internal';
 import { fullJitter } from './backoff.js';
@@ -57,6 +57,11 @@ export interface RetryOptions {
   baseDelayMs?: number | undefined;
   /** Backoff cap (ms). Default 1 000. */
   maxDelayMs?: number | undefined;
+  /**
+   * The longest `Retry-After` honoured (ms): a server asking for more ends the retrying with what it answered.
+   * Inside a deadline, a wait that does not fit in the budget ends it too. Default 10 000.
+   */
+  maxRetryAfterMs?: number | undefined;
   /** Cancels the retrying (and the attempt in flight) when it aborts, besides the request's context. */
   signal?: AbortSignal | undefined;
   /**
@@ -110,6 +115,9 @@ export async function retry<T>(
   o.retryBudget?.recordRequest();
   let lastError: unknown;
   for (let attempt = 1; ; attempt++) {
+    const stoppedBefore = parent?.stopReason;
+    if (stoppedBefore !== undefined) throw stoppedBefore;
+    if (o.signal?.aborted) throw o.signal.reason;
     const left = parent?.remainingMs() ?? Number.POSITIVE_INFINITY;
     if (attempt > 1 && left < o.minAttemptMs) throw budgetRanOut(attempt - 1, lastError, left, o.target);
     let result: T;
@@ -127,13 +135,15 @@ export async function retry<T>(
       await wait(attempt, error, parent, o);
       continue;
     }
-    if (attempt < o.attempts && o.isRetryableResult(result)) {
+    // A 503 answer to a call that is not idempotent may have done its work: never sent again.
+    if (attempt < o.attempts && o.idempotent && o.isRetryableResult(result)) {
       if (o.retryBudget !== undefined && !o.retryBudget.tryRetry()) return result;
       lastError = result;
       const delay = delayFor(attempt, result, o);
-      const remaining = parent?.remainingMs() ?? Number.POSITIVE_INFINITY;
       // No time for another attempt after the wait: the response we have is the answer.
-      if (delay + o.minAttemptMs > remaining) return result;
+      if (delay === undefined || delay + o.minAttemptMs > (parent?.remainingMs() ?? Number.POSITIVE_INFINITY)) {
+        return result;
+      }
       discard(result);
       await sleepBefore(attempt, result, delay, parent, o);
       continue;
@@ -148,6 +158,7 @@ interface Resolved {
   minAttemptMs: number;
   baseDelayMs: number;
   maxDelayMs: number;
+  maxRetryAfterMs: number;
   signal: AbortSignal | undefined;
   idempotent: boolean;
   retryBudget: RetryBudget | undefined;
@@ -165,11 +176,12 @@ function resolve(options: RetryOptions): Resolved {
     throw new InvalidArgumentError('signal', 'an AbortSignal', signal);
   }
   return {
-    attempts: checkNumber('attempts', options.attempts, { min: 1, max: 100 }) ?? 3,
+    attempts: checkAttempts(options.attempts),
     perAttemptTimeoutMs: checkNumber('perAttemptTimeoutMs', options.perAttemptTimeoutMs, { min: 1 }),
     minAttemptMs: checkNumber('minAttemptMs', options.minAttemptMs) ?? 10,
     baseDelayMs: checkNumber('baseDelayMs', options.baseDelayMs) ?? 50,
     maxDelayMs: checkNumber('maxDelayMs', options.maxDelayMs) ?? 1_000,
+    maxRetryAfterMs: checkNumber('maxRetryAfterMs', options.maxRetryAfterMs) ?? 10_000,
     signal,
     idempotent: options.idempotent ?? true,
     retryBudget: options.retryBudget,
@@ -181,7 +193,12 @@ function resolve(options: RetryOptions): Resolved {
   };
 }
 
-/** One attempt, in a child context bounded by what is left and the per-attempt cap; abandoned at its end. */
+/**
+ * One attempt, in a child context bounded by what is left and the per-attempt cap; abandoned at its end. Not
+ * ended when `fn` succeeds: a response it returns may still have a body to read, and ending the attempt's context
+ * would cut it (the attempt's deadline bounds that read, as Envoy's per-try timeout does). A failed attempt's
+ * context is ended at once, cancelling whatever it left running.
+ */
 function runAttempt<T>(
   fn: (attempt: number, signal: AbortSignal | undefined) => T | Promise<T>,
   attempt: number,
@@ -189,37 +206,46 @@ function runAttempt<T>(
   o: Resolved,
 ): Promise<T> {
   const cap = Math.min(left, o.perAttemptTimeoutMs ?? Number.POSITIVE_INFINITY);
-  return runWithContext(
-    { deadline: Number.isFinite(cap) ? cap : undefined, signal: o.signal },
-    (ctx) =>
-      new Promise<T>((resolve, reject) => {
-        // An attempt that ignores its signal is abandoned at its deadline, not waited for.
-        const off = ctx.onStop(reject);
-        Promise.resolve()
-          .then(() => fn(attempt, ctx.signal))
-          .then(
-            (value) => {
-              off();
-              resolve(value);
-            },
-            (error: unknown) => {
-              off();
-              reject(error);
-            },
-          );
-      }),
-  );
+  const ctx = createContext({ deadline: Number.isFinite(cap) ? cap : undefined });
+  return new Promise<T>((resolve, reject) => {
+    let off = () => {};
+    const fail = (error: unknown) => {
+      off();
+      o.signal?.removeEventListener('abort', onAbort);
+      ctx.end();
+      reject(error);
+    };
+    // The caller's signal, linked by hand and unlinked after (not AbortSignal.any: it leaks on Node 20).
+    const onAbort = () => ctx.cancel(o.signal?.reason instanceof Error ? o.signal.reason : 'retry aborted');
+    o.signal?.addEventListener('abort', onAbort, { once: true });
+    // An attempt that ignores its signal is abandoned at its deadline, not waited for.
+    off = ctx.onStop(fail);
+    ctx
+      .run(() => Promise.resolve().then(() => fn(attempt, ctx.signal)))
+      .then((value) => {
+        off();
+        o.signal?.removeEventListener('abort', onAbort);
+        resolve(value);
+      }, fail);
+  });
 }
 
-function delayFor(attempt: number, failure: unknown, o: Resolved): number {
+/**
+ * The wait before the next attempt: the backoff, or longer if the server asked (`Retry-After`). `undefined` when
+ * the server asked for longer than `maxRetryAfterMs`: not worth waiting for, in a budget or not.
+ */
+function delayFor(attempt: number, failure: unknown, o: Resolved): number | undefined {
   const backoff = fullJitter(attempt, o.baseDelayMs, o.maxDelayMs, o.random);
   const asked = retryAfterOf(failure);
-  return asked === undefined ? backoff : Math.max(backoff, asked);
+  if (asked === undefined) return backoff;
+  return asked > o.maxRetryAfterMs ? undefined : Math.max(backoff, asked);
 }
 
 async function wait(attempt: number, error: unknown, parent: DeadlineContext | undefined, o: Resolved) {
   const delay = delayFor(attempt, error, o);
   const remaining = parent?.remainingMs() ?? Number.POSITIVE_INFINITY;
+  // The server asked us to stay away longer than we would wait: its error is the answer.
+  if (delay === undefined) throw error;
   // The next attempt could not get its minimum after the wait (a Retry-After past the deadline): stop now.
   if (delay + o.minAttemptMs > remaining) throw budgetRanOut(attempt, error, remaining, o.target);
   await sleepBefore(attempt, error, delay, parent, o);
@@ -247,10 +273,18 @@ function discard(result: unknown): void {
   if (typeof release === 'function') release.call(body).catch(() => {});
 }
 
+function checkAttempts(value: unknown): number {
+  const attempts = checkNumber('attempts', value, { min: 1, max: 100 }) ?? 3;
+  if (!Number.isInteger(attempts)) throw new InvalidArgumentError('attempts', 'a whole number from 1 to 100', value);
+  return attempts;
+}
+
 function budgetRanOut(attempts: number, lastError: unknown, remainingMs: number, target: string | undefined) {
   return new DeadlineExceededError({
     phase: 'before-call',
     target,
+    // This hop's deadline: the edge names it in X-Deadline-Exceeded-By.
+    hop: currentContext()?.hop,
     cause: lastError,
     message: `deadline budget ran out after ${attempts} attempt${attempts === 1 ? '' : 's'}${target === undefined ? '' : ` to ${target}`}: ${Math.max(0, Math.floor(remainingMs))} ms left, not enough for another (last error: ${describe(lastError)})`,
   });

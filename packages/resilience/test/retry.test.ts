@@ -229,3 +229,68 @@ describe('retry()', () => {
     await expect(retry('x' as never)).rejects.toThrow(/fn/);
   });
 });
+
+describe('retry() and response bodies', () => {
+  it('a response returned by an attempt can be read after retry() returns (the attempt is not ended under it)', async () => {
+    const server = await httpServer((_req, res) => {
+      res.write('first half, ');
+      setTimeout(() => res.end('second half'), 50);
+    });
+    const { createFetch } = await import('@deadline/http');
+    const fetch = createFetch();
+    try {
+      // As a handler would: the body is read after retry() returned, inside the same request.
+      const text = await runWithDeadline(2_000, async () => {
+        const response = await retry((_attempt, signal) => fetch(server.url, { signal: signal ?? null }), {
+          perAttemptTimeoutMs: 1_000,
+        });
+        return response.text();
+      });
+      expect(text).toBe('first half, second half');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('an error wrapped by the global fetch is still understood: an attempt timeout is retried', async () => {
+    const server = await downstream(silent);
+    let calls = 0;
+    const { installGlobalDispatcher } = await import('@deadline/http');
+    const uninstall = installGlobalDispatcher();
+    try {
+      const error = await runWithDeadline(1_000, () =>
+        retry(
+          (_attempt, signal) => {
+            calls++;
+            return globalThis.fetch(server.url, { signal: signal ?? null });
+          },
+          { attempts: 3, perAttemptTimeoutMs: 150, baseDelayMs: 1 },
+        ),
+      ).catch((e: unknown) => e);
+      expect(calls).toBe(3);
+      expect(error).toBeInstanceOf(Error);
+    } finally {
+      uninstall();
+    }
+  });
+
+  it('a 503 to a call that is not idempotent is not sent again', async () => {
+    let hits = 0;
+    const server = await httpServer((_req, res) => {
+      hits++;
+      res.statusCode = 503;
+      res.end();
+    });
+    try {
+      const response = await retry(() => request(server.url, { method: 'POST' }), {
+        idempotent: false,
+        baseDelayMs: 1,
+      });
+      expect(response.statusCode).toBe(503);
+      await response.body.dump();
+      expect(hits).toBe(1);
+    } finally {
+      await server.close();
+    }
+  });
+});

@@ -3,7 +3,7 @@
  */
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { findDeadlineError } from '@deadline/core';
-import { checkObject, monotonicNow } from '@deadline/core/internal';
+import { checkObject, findCircuitRefusal, monotonicNow } from '@deadline/core/internal';
 import { createParser, isTrusted, resolveBudget } from './budget.js';
 import { emitInContext, REQUEST_EVENTS, RESPONSE_EVENTS } from './events-in-context.js';
 import { type DeadlineServerOptions, type LineLogger, type ResolvedOptions, resolveOptions } from './options.js';
@@ -31,7 +31,7 @@ export type DeadlineRequest = IncomingMessage & { deadline: RequestDeadline };
  * Wraps a `node:http` request handler so that each request runs inside its own deadline context: budget from
  * the caller's headers or `defaultMs`, 504 when it runs out, work cancelled when the client leaves, one log line
  * per request. A returned promise that rejects with a deadline error answers 504 (499 for a cancellation);
- * any other rejection answers 500.
+ * a circuit breaker's refusal answers 503 with its `Retry-After`; any other rejection answers 500.
  *
  * @example
  * ```ts
@@ -92,7 +92,12 @@ function fail(state: RequestState, error: unknown): void {
     if (writeAnswer(state.res, answer, typed)) state.answeredWith = answer.statusCode;
     return;
   }
-  if (!state.res.headersSent) {
+  const refusal = findCircuitRefusal(error);
+  if (refusal !== undefined && !state.res.headersSent) {
+    // A circuit breaker refused the call: 503 with its Retry-After, not a 500.
+    state.res.writeHead(refusal.statusCode, { 'content-type': 'text/plain; charset=utf-8', ...refusal.headers });
+    state.res.end(refusal.message);
+  } else if (!state.res.headersSent) {
     state.res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });
     state.res.end('Internal Server Error');
   } else if (!state.res.writableEnded) {

@@ -1,0 +1,10 @@
+/** What every scenario gets: the environment, the running chain, and whether to run the short version. */
+import type { Chain } from '../chain.js';
+import type { Environment } from '../environment.js';
+
+export interface ScenarioContext {
+  env: Environment;
+  chain: Chain;
+  /** The short run of `npm test` (fewer rows, shorter waits). */
+  quick: boolean;
+}

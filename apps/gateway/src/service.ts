@@ -1,0 +1,47 @@
+/**
+ * gateway — the edge of the demo chain (fastify + `@deadline/fastify`). It sets each request's budget from the
+ * client's `X-Request-Deadline` (or the route's SLA when the client sends none), clamps it to the route's
+ * maximum, and forwards to orders with plain `fetch()` through `@deadline/http`. `?mode=fixed` forwards the
+ * way services do without the library: no budget sent, a fixed 5 s timeout.
+ */
+import fastifyDeadline from '@deadline/fastify';
+import { createFetch } from '@deadline/http';
+import Fastify from 'fastify';
+import type { Logger } from 'pino';
+
+export interface GatewayOptions {
+  /** Where to listen. Default: an ephemeral port on loopback. */
+  port?: number | undefined;
+  host?: string | undefined;
+  ordersUrl: string;
+  logger: Logger;
+  /** The route's SLA: the budget of a request that brings none (ms). Default 1 000. */
+  slaMs?: number;
+}
+
+export interface Gateway {
+  url: string;
+  close(): Promise<void>;
+}
+
+/** Starts the gateway on an ephemeral loopback port. */
+export async function startGateway(options: GatewayOptions): Promise<Gateway> {
+  const fetch = createFetch({ marginMs: 5 });
+  const app = Fastify({ loggerInstance: options.logger.child({ service: 'gateway' }), forceCloseConnections: true });
+  await app.register(fastifyDeadline, { serviceName: 'gateway', defaultMs: options.slaMs ?? 1_000, maxMs: 30_000 });
+
+  app.get('/orders/:id', async (request, reply) => {
+    const { id } = request.params as { id: string };
+    const search = request.url.includes('?') ? request.url.slice(request.url.indexOf('?')) : '';
+    const fixed = search.includes('mode=fixed');
+    const url = `${options.ordersUrl}/orders/${encodeURIComponent(id)}${search}`;
+    const response = fixed ? await globalThis.fetch(url, { signal: AbortSignal.timeout(5_000) }) : await fetch(url);
+    reply.code(response.status);
+    const retryAfter = response.headers.get('retry-after');
+    if (retryAfter !== null) reply.header('retry-after', retryAfter);
+    return response.json();
+  });
+
+  const url = await app.listen({ port: options.port ?? 0, host: options.host ?? '127.0.0.1' });
+  return { url, close: () => app.close() };
+}

@@ -1,0 +1,96 @@
+/**
+ * inventory — the last hop of the demo chain (fastify + `@deadline/fastify` + `@deadline/pg`). A stock lookup is a
+ * Postgres query that takes as long as the caller asks (`?workMs=`), so "did the work stop?" can be seen on the
+ * database itself: with the library the query is cancelled on the server when the request's budget runs out.
+ */
+import { currentContext, isDeadlineError } from '@deadline/core';
+import fastifyDeadline from '@deadline/fastify';
+import { withDeadline } from '@deadline/pg';
+import Fastify from 'fastify';
+import type pg from 'pg';
+import type { Logger } from 'pino';
+
+/** What inventory saw of one request: the budget it was given, and whether its work finished. */
+export interface InventoryReport {
+  traceId: string | undefined;
+  /** The demo's own request id (`?rid=`), which survives hops that do not propagate the trace. */
+  rid: string | undefined;
+  /** The budget this hop ran with (ms), after re-anchoring what the caller sent. */
+  budgetMs: number | undefined;
+  /** Where it came from: the header that carried it, or `default`. */
+  budgetSource: string | undefined;
+  outcome: 'finished' | 'stopped' | 'failed';
+  /** How long the work ran, from the request's arrival (ms). */
+  workedMs: number;
+  /** When the work ended (performance.now() of this process). */
+  endedAt: number;
+}
+
+export interface InventoryOptions {
+  /** Where to listen. Default: an ephemeral port on loopback. */
+  port?: number | undefined;
+  host?: string | undefined;
+  /** The pool the stock queries run on (wrapped here with `@deadline/pg`). */
+  pool: pg.Pool;
+  logger: Logger;
+  /** The budget of a request that brings none (ms). Default 10 000. */
+  defaultMs?: number;
+}
+
+export interface Inventory {
+  url: string;
+  /** One entry per stock request, in arrival order. */
+  reports: InventoryReport[];
+  close(): Promise<void>;
+}
+
+/** Starts inventory on an ephemeral loopback port. */
+export async function startInventory(options: InventoryOptions): Promise<Inventory> {
+  const db = withDeadline(options.pool, { name: 'inventory-db' });
+  const reports: InventoryReport[] = [];
+  const app = Fastify({ loggerInstance: options.logger.child({ service: 'inventory' }), forceCloseConnections: true });
+  await app.register(fastifyDeadline, {
+    serviceName: 'inventory',
+    defaultMs: options.defaultMs ?? 10_000,
+    maxMs: 60_000,
+  });
+
+  app.get('/stock/:sku', async (request, reply) => {
+    const { sku } = request.params as { sku: string };
+    const query = request.query as { workMs?: string; fail?: string; rid?: string };
+    const workMs = Math.min(Math.max(Number(query.workMs ?? 20) || 0, 0), 30_000);
+    const started = performance.now();
+    const report: InventoryReport = {
+      traceId: currentContext()?.trace?.traceId,
+      rid: query.rid,
+      budgetMs: request.deadline?.budget.budgetMs,
+      budgetSource: request.deadline?.budget.header ?? request.deadline?.budget.source,
+      outcome: 'finished',
+      workedMs: 0,
+      endedAt: 0,
+    };
+    reports.push(report);
+    if (query.fail === '1') {
+      report.outcome = 'failed';
+      report.endedAt = performance.now();
+      return reply.code(503).send({ error: 'inventory is failing (asked to)' });
+    }
+    try {
+      // The work is on the database: pg_sleep stands for a slow query, and shows in pg_stat_activity.
+      const { rows } = await db.query(`SELECT $1::text AS sku, 7 AS available FROM pg_sleep($2::float8 / 1000)`, [
+        sku,
+        workMs,
+      ]);
+      return rows[0];
+    } catch (error) {
+      report.outcome = isDeadlineError(error) ? 'stopped' : 'failed';
+      throw error;
+    } finally {
+      report.endedAt = performance.now();
+      report.workedMs = report.endedAt - started;
+    }
+  });
+
+  const url = await app.listen({ port: options.port ?? 0, host: options.host ?? '127.0.0.1' });
+  return { url, reports, close: () => app.close() };
+}
