@@ -46,6 +46,7 @@ describe.runIf(available)('npm run demo (quick)', () => {
   it('4: forwarded work dies with the request; detached work lands, on the same trace', () => {
     expect(table(4).rows[0]?.slice(2, 4)).toEqual(['stopped', 'cancelled']);
     expect(table(4).rows[1]?.slice(2, 5)).toEqual(['finished', 'landed', 'same trace']);
+    expect(String(table(4).rows[2]?.[4])).toMatch(/^(same trace \(worker\)|skipped)/);
   });
 
   it('5: the database stops with the library, not with a client-side timeout', () => {

@@ -5,7 +5,7 @@
 
 import { AUDIT_TABLE } from '@deadline/demo-orders';
 import { background } from '@deadline/jobs';
-import { ask } from '../client.js';
+import { ask, until } from '../client.js';
 import type { ScenarioTable } from '../report/table.js';
 import type { ScenarioContext } from './context.js';
 import { inventoryFor } from './inventory-outcome.js';
@@ -30,6 +30,20 @@ export async function detach(ctx: ScenarioContext): Promise<ScenarioTable> {
       inventory?.outcome ?? null,
       (audit[0] as { n: number }).n > 0 ? 'landed' : 'cancelled',
       inventory?.traceId === answer.traceId ? 'same trace' : 'lost',
+    ]);
+  }
+  // A job on a real queue carries the trace, not the deadline: the worker runs it under the same trace id.
+  if (ctx.env.redisUrl === undefined) {
+    rows.push(['enqueue a BullMQ job', null, null, null, `skipped: ${ctx.env.redisMissing}`]);
+  } else {
+    const answer = await ask(`${ctx.chain.gatewayUrl}/orders/4?workMs=20`, 1_000);
+    const processed = await until(() => ctx.chain.jobs.some((job) => job.traceId === answer.traceId), 5_000);
+    rows.push([
+      'enqueue a BullMQ job',
+      `${answer.status} in ${Math.round(answer.waitedMs)} ms`,
+      null,
+      null,
+      processed ? 'same trace (worker)' : 'lost',
     ]);
   }
   return {
