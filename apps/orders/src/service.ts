@@ -9,7 +9,7 @@
  * - `ownTimeoutMs`: this hop's own timeout for the inventory call — a cap within the budget with the library,
  *   the only bound in `mode=fixed` (no propagation: plain fetch with `AbortSignal.timeout`, as services do today).
  * - `retry=1`: up to 3 attempts of at most `ownTimeoutMs` each.
- * - `audit=detached|attached`: the audit insert (300 ms) escapes the request, or dies with it.
+ * - `audit=detached|attached`: the audit insert (500 ms) escapes the request, or dies with it.
  * - `inventory=detached`: the inventory call itself escapes the request (its own 5 s budget).
  * - `rid`: passed on to inventory, so the demo can match what inventory did even where no trace travels.
  */
@@ -43,6 +43,12 @@ export interface OrdersOptions {
   queue?: Queue | undefined;
   /** The breaker around inventory (one per origin). */
   breaker?: Omit<CircuitBreakerOptions, 'target'> | undefined;
+  /**
+   * Without the library, for the overload benchmark's comparison: no `@deadline/express` middleware, the plain
+   * pool (no `@deadline/pg`), and inventory called as in `mode=fixed` (plain fetch, a fixed 4 s timeout unless
+   * `ownTimeoutMs` says otherwise). Default false: the library, as the demo runs it.
+   */
+  baseline?: boolean | undefined;
 }
 
 export interface Orders {
@@ -57,7 +63,9 @@ export const AUDIT_TABLE = 'deadline_demo_audit';
 
 /** Starts orders on an ephemeral loopback port. */
 export async function startOrders(options: OrdersOptions): Promise<Orders> {
-  const db = withPg(options.pool, { name: 'orders-db' });
+  // `baseline`: plain pool queries, never cancelled.
+  const db: { query(text: string, values: unknown[]): Promise<{ rows: unknown[] }> } =
+    options.baseline === true ? options.pool : withPg(options.pool, { name: 'orders-db' });
   const cache = options.redis === undefined ? undefined : withRedis(options.redis, { name: 'orders-cache' });
   const breakers = createBreakers({ logger: options.logger, ...options.breaker });
   const fetch = createFetch({ circuitBreaker: breakers, marginMs: 5 });
@@ -66,13 +74,16 @@ export async function startOrders(options: OrdersOptions): Promise<Orders> {
   );
 
   const app = express();
-  app.use(expressDeadline({ serviceName: 'orders', defaultMs: 10_000, maxMs: 60_000, logger: options.logger }));
+  // `baseline`: no deadline middleware (no budget read, nothing stopped).
+  if (options.baseline !== true) {
+    app.use(expressDeadline({ serviceName: 'orders', defaultMs: 10_000, maxMs: 60_000, logger: options.logger }));
+  }
 
   app.get('/orders/:id', async (req: Request, res: Response, next: NextFunction) => {
     try {
       const id = Number(req.params.id) || 1;
       const q = req.query as Record<string, string | undefined>;
-      const ownTimeoutMs = Number(q.ownTimeoutMs) || 5_000;
+      const ownTimeoutMs = Number(q.ownTimeoutMs) || (options.baseline === true ? 4_000 : 5_000);
       if (q.burnMs) await sleep(Math.min(Number(q.burnMs) || 0, 10_000));
 
       const cached = await cache?.get(`order:${id}`);
@@ -87,7 +98,7 @@ export async function startOrders(options: OrdersOptions): Promise<Orders> {
         // Escapes on purpose: inventory finishes even if this request dies (its own 5 s budget).
         runInBackground('inventory-refresh', () => fetch(stockUrl).then((r) => r.arrayBuffer()), { budgetMs: 5_000 });
         stock = 'refreshing in the background';
-      } else if (q.mode === 'fixed') {
+      } else if (q.mode === 'fixed' || options.baseline === true) {
         stock = await fixedTimeoutCall(stockUrl, ownTimeoutMs, q.retry === '1');
       } else {
         const call = async (signal?: AbortSignal) => {
@@ -114,7 +125,7 @@ export async function startOrders(options: OrdersOptions): Promise<Orders> {
       next(error);
     }
   });
-  app.use(deadlineErrors());
+  if (options.baseline !== true) app.use(deadlineErrors());
   app.use(
     (
       error: Error & { statusCode?: number; headers?: Record<string, string> },
@@ -132,7 +143,7 @@ export async function startOrders(options: OrdersOptions): Promise<Orders> {
 
   function audit(kind: string | undefined, traceId: string | undefined, id: number) {
     const insert = () =>
-      db.query(`INSERT INTO ${AUDIT_TABLE} (trace_id, order_id, kind) SELECT $1, $2, $3 FROM pg_sleep(0.3)`, [
+      db.query(`INSERT INTO ${AUDIT_TABLE} (trace_id, order_id, kind) SELECT $1, $2, $3 FROM pg_sleep(0.5)`, [
         traceId,
         id,
         kind,

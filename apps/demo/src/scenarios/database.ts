@@ -14,100 +14,117 @@ import type { ScenarioContext } from './context.js';
 
 const BUDGET_MS = 300;
 
+/** One way of running the slow statement: how to run it (tagged with `marker`), and how to see it on the server. */
+interface Way {
+  database: string;
+  client: string;
+  /** What happens to the statement, as the row says it. */
+  statement: string;
+  run(marker: string): Promise<unknown>;
+  busy(marker: string): Promise<boolean>;
+}
+
+/** Runs it; measures when the caller gave up, then how long the server went on with it. */
+async function measure(way: Way, sleepS: number): Promise<ScenarioTable['rows'][number]> {
+  const marker = `deadline_demo_${process.pid}_${Math.random().toString(36).slice(2)}`;
+  const started = performance.now();
+  await way.run(marker).catch(() => {});
+  const gaveUp = performance.now();
+  await until(async () => !(await way.busy(marker)), sleepS * 1000 + 2_000);
+  return [
+    way.database,
+    way.client,
+    Math.round(gaveUp - started),
+    Math.round(performance.now() - gaveUp),
+    way.statement,
+  ];
+}
+
 export async function databaseStops(ctx: ScenarioContext): Promise<ScenarioTable> {
   const sleepS = ctx.quick ? 2 : 5;
   const rows: ScenarioTable['rows'] = [];
-  const marker = () => `deadline_demo_${process.pid}_${Math.random().toString(36).slice(2)}`;
-  const pgBusy = (m: string) => async () =>
-    (
-      (
-        await ctx.env.monitor.query(
-          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1 AND pid <> pg_backend_pid()",
-          [`%${m}%`],
-        )
-      ).rows[0] as { n: number }
-    ).n > 0;
-
-  // PostgreSQL, with the library.
-  {
-    const m = marker();
-    const db = withPg(ctx.env.pool);
-    const started = performance.now();
-    await runWithDeadline(BUDGET_MS, () => db.query(`SELECT pg_sleep(${sleepS}) /* ${m} */`)).catch(() => {});
-    const gaveUp = performance.now();
-    await until(async () => !(await pgBusy(m)()), sleepS * 1000 + 2_000);
-    rows.push([
-      'PostgreSQL',
-      '@deadline/pg',
-      Math.round(gaveUp - started),
-      Math.round(performance.now() - gaveUp),
-      'cancelled on the server',
-    ]);
-  }
-  // PostgreSQL, client-side timeout only (pg's query_timeout).
-  {
-    const m = marker();
-    const client = new pg.Client({ connectionString: ctx.env.postgresUrl, query_timeout: BUDGET_MS });
-    await client.connect();
-    const started = performance.now();
-    await client.query(`SELECT pg_sleep(${sleepS}) /* ${m} */`).catch(() => {});
-    const gaveUp = performance.now();
-    await until(async () => !(await pgBusy(m)()), sleepS * 1000 + 2_000);
-    rows.push([
-      'PostgreSQL',
-      'pg, query_timeout only',
-      Math.round(gaveUp - started),
-      Math.round(performance.now() - gaveUp),
-      'ran to the end',
-    ]);
+  const pgBusy = async (marker: string) => {
+    const { rows: found } = await ctx.env.monitor.query(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1 AND pid <> pg_backend_pid()",
+      [`%${marker}%`],
+    );
+    return (found[0] as { n: number }).n > 0;
+  };
+  const db = withPg(ctx.env.pool);
+  rows.push(
+    await measure(
+      {
+        database: 'PostgreSQL',
+        client: '@deadline/pg',
+        statement: 'cancelled on the server',
+        run: (m) => runWithDeadline(BUDGET_MS, () => db.query(`SELECT pg_sleep(${sleepS}) /* ${m} */`)),
+        busy: pgBusy,
+      },
+      sleepS,
+    ),
+  );
+  // pg's own query_timeout: the promise rejects on time, nothing is said to the server.
+  const client = new pg.Client({ connectionString: ctx.env.postgresUrl, query_timeout: BUDGET_MS });
+  await client.connect();
+  try {
+    rows.push(
+      await measure(
+        {
+          database: 'PostgreSQL',
+          client: 'pg, query_timeout only',
+          statement: 'ran to the end',
+          run: (m) => client.query(`SELECT pg_sleep(${sleepS}) /* ${m} */`),
+          busy: pgBusy,
+        },
+        sleepS,
+      ),
+    );
+  } finally {
     await client.end().catch(() => {});
   }
-  if (ctx.env.mysqlUrl !== undefined) {
+  if (ctx.env.mysqlUrl === undefined) {
+    rows.push(['MariaDB', ctx.env.mysqlMissing ?? 'skipped', null, null, 'skipped']);
+  } else {
     const pool = mysql.createPool({ uri: ctx.env.mysqlUrl, connectionLimit: 3 });
     const watcher = mysql.createPool({ uri: ctx.env.mysqlUrl, connectionLimit: 1 });
-    const myBusy = (m: string) => async () => {
+    const myBusy = async (marker: string) => {
       const [found] = await watcher.query(
         "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND INFO NOT LIKE '%PROCESSLIST%'",
-        [`%${m}%`],
+        [`%${marker}%`],
       );
       return Number((found as { n: number }[])[0]?.n) > 0;
     };
+    const bounded = withMysql(pool);
     try {
-      {
-        const m = marker();
-        const db = withMysql(pool);
-        const started = performance.now();
-        await runWithDeadline(BUDGET_MS, () => db.query(`SELECT SLEEP(${sleepS}) /* ${m} */`)).catch(() => {});
-        const gaveUp = performance.now();
-        await until(async () => !(await myBusy(m)()), sleepS * 1000 + 2_000);
-        rows.push([
-          'MariaDB',
-          '@deadline/mysql',
-          Math.round(gaveUp - started),
-          Math.round(performance.now() - gaveUp),
-          'KILL QUERY',
-        ]);
-      }
-      {
-        const m = marker();
-        const started = performance.now();
-        await pool.query({ sql: `SELECT SLEEP(${sleepS}) /* ${m} */`, timeout: BUDGET_MS }).catch(() => {});
-        const gaveUp = performance.now();
-        await until(async () => !(await myBusy(m)()), sleepS * 1000 + 2_000);
-        rows.push([
-          'MariaDB',
-          'mysql2, timeout only',
-          Math.round(gaveUp - started),
-          Math.round(performance.now() - gaveUp),
-          'ran to the end',
-        ]);
-      }
+      rows.push(
+        await measure(
+          {
+            database: 'MariaDB',
+            client: '@deadline/mysql',
+            statement: 'KILL QUERY',
+            run: (m) => runWithDeadline(BUDGET_MS, () => bounded.query(`SELECT SLEEP(${sleepS}) /* ${m} */`)),
+            busy: myBusy,
+          },
+          sleepS,
+        ),
+      );
+      // mysql2's own timeout: the promise rejects on time, the statement runs on.
+      rows.push(
+        await measure(
+          {
+            database: 'MariaDB',
+            client: 'mysql2, timeout only',
+            statement: 'ran to the end',
+            run: (m) => pool.query({ sql: `SELECT SLEEP(${sleepS}) /* ${m} */`, timeout: BUDGET_MS }),
+            busy: myBusy,
+          },
+          sleepS,
+        ),
+      );
     } finally {
       await pool.end().catch(() => {});
       await watcher.end().catch(() => {});
     }
-  } else {
-    rows.push(['MariaDB', ctx.env.mysqlMissing ?? 'skipped', null, null, 'skipped']);
   }
   return {
     id: 5,

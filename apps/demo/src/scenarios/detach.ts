@@ -53,7 +53,7 @@ export async function detach(ctx: ScenarioContext): Promise<ScenarioTable> {
       'orders does',
       'client got (300 ms)',
       'inventory (1 s of work)',
-      'audit insert (300 ms)',
+      'audit insert (500 ms)',
       'trace id downstream',
     ],
     rows,
