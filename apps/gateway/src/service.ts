@@ -17,6 +17,11 @@ export interface GatewayOptions {
   logger: Logger;
   /** The route's SLA: the budget of a request that brings none (ms). Default 1 000. */
   slaMs?: number;
+  /**
+   * Without the library, for the overload benchmark's comparison: no `@deadline/fastify` plugin, and every request
+   * forwarded as in `mode=fixed` (plain fetch, a fixed 5 s timeout, no budget sent). Default false.
+   */
+  baseline?: boolean | undefined;
 }
 
 export interface Gateway {
@@ -28,12 +33,15 @@ export interface Gateway {
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const fetch = createFetch({ marginMs: 5 });
   const app = Fastify({ loggerInstance: options.logger.child({ service: 'gateway' }), forceCloseConnections: true });
-  await app.register(fastifyDeadline, { serviceName: 'gateway', defaultMs: options.slaMs ?? 1_000, maxMs: 30_000 });
+  // `baseline`: no deadline plugin (no budget read, nothing sent on).
+  if (options.baseline !== true) {
+    await app.register(fastifyDeadline, { serviceName: 'gateway', defaultMs: options.slaMs ?? 1_000, maxMs: 30_000 });
+  }
 
   app.get('/orders/:id', async (request, reply) => {
     const { id } = request.params as { id: string };
     const search = request.url.includes('?') ? request.url.slice(request.url.indexOf('?')) : '';
-    const fixed = search.includes('mode=fixed');
+    const fixed = options.baseline === true || search.includes('mode=fixed');
     const url = `${options.ordersUrl}/orders/${encodeURIComponent(id)}${search}`;
     const response = fixed ? await globalThis.fetch(url, { signal: AbortSignal.timeout(5_000) }) : await fetch(url);
     reply.code(response.status);

@@ -35,6 +35,11 @@ export interface InventoryOptions {
   logger: Logger;
   /** The budget of a request that brings none (ms). Default 10 000. */
   defaultMs?: number;
+  /**
+   * Without the library, for the overload benchmark's comparison: no `@deadline/fastify` plugin and the plain
+   * pool (no `@deadline/pg`: no statement_timeout, no cancel). Default false: the library, as the demo runs it.
+   */
+  baseline?: boolean | undefined;
 }
 
 export interface Inventory {
@@ -46,14 +51,19 @@ export interface Inventory {
 
 /** Starts inventory on an ephemeral loopback port. */
 export async function startInventory(options: InventoryOptions): Promise<Inventory> {
-  const db = withDeadline(options.pool, { name: 'inventory-db' });
+  // `baseline`: plain pool queries, never cancelled.
+  const db: { query(text: string, values: unknown[]): Promise<{ rows: unknown[] }> } =
+    options.baseline === true ? options.pool : withDeadline(options.pool, { name: 'inventory-db' });
   const reports: InventoryReport[] = [];
   const app = Fastify({ loggerInstance: options.logger.child({ service: 'inventory' }), forceCloseConnections: true });
-  await app.register(fastifyDeadline, {
-    serviceName: 'inventory',
-    defaultMs: options.defaultMs ?? 10_000,
-    maxMs: 60_000,
-  });
+  // `baseline`: no deadline plugin (no budget read, nothing stopped).
+  if (options.baseline !== true) {
+    await app.register(fastifyDeadline, {
+      serviceName: 'inventory',
+      defaultMs: options.defaultMs ?? 10_000,
+      maxMs: 60_000,
+    });
+  }
 
   app.get('/stock/:sku', async (request, reply) => {
     const { sku } = request.params as { sku: string };

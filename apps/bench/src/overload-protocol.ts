@@ -1,0 +1,55 @@
+/**
+ * What the overload benchmark and its service processes (overload-chain.ts, one per hop) say to each other over
+ * the IPC channel. Times are the service process's `performance.now()`; the runner maps them onto its own clock.
+ */
+
+/** Which chain: the services with the library, or the same services with fixed per-hop timeouts only. */
+export type ChainVariant = 'library' | 'baseline';
+
+export type ServiceName = 'inventory' | 'orders' | 'gateway';
+
+/** How one service process is started (its one command-line argument, as JSON). */
+export interface ServiceConfig {
+  service: ServiceName;
+  variant: ChainVariant;
+  postgresUrl: string;
+  /** Connections of this service's pool (inventory's is the chain's bottleneck; gateway has none). */
+  poolSize: number;
+  /** The next hop (orders' inventory, gateway's orders). */
+  upstreamUrl?: string | undefined;
+}
+
+/** What a statement was: a request's own (inventory's stock query, orders' read), or the library's SET/RESET. */
+export const STATEMENT_KINDS = ['stock', 'order', 'set', 'reset', 'other'] as const;
+export type StatementKind = (typeof STATEMENT_KINDS)[number];
+
+/**
+ * One statement as the driver saw it: `[rid, startedAt, endedAt, kind]`. `rid` is the request id the client
+ * chose (the order id, which inventory sees as `sku-<rid>`), or -1 where no request could be told; `kind` an
+ * index into `STATEMENT_KINDS`.
+ */
+export type StatementRecord = [rid: number, startedAt: number, endedAt: number, kind: number];
+
+export type ParentMessage = { type: 'clock'; seq: number } | { type: 'collect'; seq: number };
+
+export type ChainMessage =
+  | { type: 'ready'; url: string }
+  | { type: 'failed'; reason: string }
+  | { type: 'clock'; seq: number; now: number }
+  | {
+      type: 'collected';
+      seq: number;
+      /** Statements that ended since the last collection. */
+      statements: StatementRecord[];
+      /** Requests that reached this service since the last collection: `[rid, arrivedAt]`. */
+      arrivals: [rid: number, arrivedAt: number][];
+      /** Requests waiting for one of this service's pooled connections right now (its queue). */
+      waiting: number;
+      /** CPU time of the process since it started (user + system, µs). */
+      cpuMicros: number;
+      /** Event-loop delay since the last collection (ms): p99 and max. */
+      loopDelayP99Ms: number;
+      loopDelayMaxMs: number;
+      /** `performance.now()` when collected. */
+      now: number;
+    };

@@ -1,0 +1,789 @@
+/**
+ * Dead work under overload. The demo's three-hop chain — gateway (fastify) → orders (express) → inventory
+ * (fastify), three processes, whose stock query holds one of 5 pooled Postgres connections for `pg_sleep(50 ms)`
+ * — is driven by clients with a 1 s budget, arriving open-loop at 0.5×, 1×, 1.5×, 2× and 3× the chain's capacity
+ * (its closed-loop maximum with the library, measured first). Twice, level by level alternately: with the
+ * library, and with the same services on fixed per-hop timeouts only (gateway 5 s, orders 4 s, plain pg: nothing
+ * cancelled on the database). Per level: goodput (answers in time, per second), p99 latency, the share of the
+ * database's busy time spent on requests whose client had stopped waiting ("dead work"), and how long the chain
+ * takes to be back to its 0.5× self once the load drops to 0.5×.
+ *
+ * Why 50 ms on 5 connections: a slow-but-ordinary OLTP query, on a pool small enough that the database is the
+ * bottleneck (5 ÷ 50 ms ≈ 100 answers/s) rather than the Node hops. Those cost 3–4 ms of CPU per request together
+ * on a small VM once give-ups make every hop open a new connection per request, and every request crosses them
+ * whether it is answered or not: 3× a pool of 10 (≈ 600 req/s) would need more than the two cores that Postgres
+ * and the load generator share too, and 3× would measure the CPU, not the database. The 1 s budget is 20 times
+ * the work: it is waiting, not working, that overruns it.
+ *
+ * How dead work is measured: every statement is timed where the driver sends it and hears back, in the service
+ * processes (overload-chain.ts), and tagged with its request's id (the order id the client chose); the client
+ * records when it stopped waiting (its answer, or its give-up at 1 s). Dead work = statement time after that ÷
+ * all statement time, over the level's window, on one clock (the processes' clocks are mapped onto the runner's).
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import pg from 'pg';
+import {
+  BudgetedClient,
+  closedLoop,
+  interestEnd,
+  latency,
+  type PacedRun,
+  paced,
+  quantile,
+  type RequestRecord,
+} from './overload-load.js';
+import { type ChainVariant, type ServiceName, STATEMENT_KINDS } from './overload-protocol.js';
+import { allowedCpus, ChainProcess, type Collected, type TimedStatement } from './overload-spawn.js';
+
+export interface OverloadOptions {
+  /** One short level per variant, a few seconds in all: proves it runs, measures nothing. */
+  quick: boolean;
+}
+
+/** What was run: everything a reader needs to reproduce it (no machine-specific figure is assumed). */
+export interface OverloadSetup {
+  /** `PostgreSQL <version> at <host:port>`. */
+  postgres: string;
+  /** Each stock query's length: `pg_sleep(workMs / 1000)`. */
+  workMs: number;
+  /** Every client's budget (sent as `X-Request-Deadline`, and when it abandons the request). */
+  budgetMs: number;
+  /** inventory's pool (the bottleneck). */
+  poolSize: number;
+  /** orders' pool (one short read per request). */
+  ordersPoolSize: number;
+  /** The baseline's per-hop timeouts. */
+  fixedTimeoutsMs: { gateway: number; orders: number };
+  /** Load levels, as multiples of the measured capacity, in the order run. */
+  multipliers: number[];
+  /** How long each level lasts (it sends rate × seconds requests, then stops). */
+  levelSeconds: number;
+  /** After each level above 0.5×, the load drops to this multiple until recovered or `recoveryCapSeconds`. */
+  recoveryMultiplier: number;
+  /** null: no recovery phase (quick). */
+  recoveryCapSeconds: number | null;
+  /** Recovery is judged on windows of this many ms (by send time); two healthy ones in a row. */
+  recoveryWindowMs: number;
+  capacityConcurrency: number;
+  capacitySeconds: number;
+  /** The three services run as three processes on these CPUs; the runner (the load generator) on these. */
+  cpusAllowed: { services: string; runner: string };
+  cpus: number;
+  /** Load average (1 min) when the run began: a shared machine's other tenants show here. */
+  loadAverageAtStart: number;
+}
+
+/** Closed-loop maximum of one chain. */
+export interface CapacityResult {
+  concurrency: number;
+  seconds: number;
+  sent: number;
+  /** 2xx answers within the budget that completed in the window. */
+  ok: number;
+  okPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+/** The database side of a time window: statements clipped to it. */
+export interface DatabaseWindow {
+  /** Statements that ran (in part) in the window. */
+  statements: number;
+  /** Sum of statement time in the window (connection-ms). */
+  busyMs: number;
+  /** Of which after the statement's request's client had stopped waiting (gave up, or had its answer). */
+  deadMs: number;
+  /** deadMs ÷ busyMs; null when the database did nothing. */
+  deadWork: number | null;
+  /** inventory's statements ÷ the window: how many of its pool's connections were running one, on average. */
+  inventoryBusyConnections: number;
+  /**
+   * busyMs and deadMs by pool and statement (`inventory stock`, `orders order`, `inventory set`, `… reset`): the
+   * requests' own statements and the library's SET/RESET statement_timeout around them.
+   */
+  byKind: Record<string, { busyMs: number; deadMs: number }>;
+}
+
+export interface RecoveryResult {
+  /** Seconds from the drop to 0.5× until the chain is back to its 0.5× self; null: not within the cap. */
+  seconds: number | null;
+  capSeconds: number;
+  /** How long the 0.5× phase ran. */
+  ranSeconds: number;
+  sent: number;
+  ok: number;
+  gaveUp: number;
+  /** inventory's pool queue when the level ended (requests waiting for a connection). */
+  queueAtDrop: number;
+  database: DatabaseWindow;
+  /** Not recovered within the cap: the chain was killed and started afresh for the next level. */
+  restarted: boolean;
+}
+
+/** Of one level's requests, those that reached a hop, and how long after the client sent them. */
+export interface HopArrival {
+  reached: number;
+  p50Ms: number | null;
+  p99Ms: number | null;
+}
+
+/** One service process over a level. */
+export interface ServiceUsage {
+  /** CPU (cores). */
+  cpu: number;
+  /** Event-loop delay (ms). */
+  loopDelayP99Ms: number;
+  loopDelayMaxMs: number;
+}
+
+export interface LevelResult {
+  multiplier: number;
+  /** Arrival rate aimed at (req/s): multiplier × capacity. */
+  rate: number;
+  seconds: number;
+  sent: number;
+  /** 2xx within the budget. */
+  ok: number;
+  /** Another status within the budget (504, 503, 500). */
+  shed: number;
+  /** No answer within the budget: the client gave up. */
+  gaveUp: number;
+  errors: number;
+  /** ok ÷ seconds. */
+  goodput: number;
+  /** The same over the level's second half (steady state: a queue that only grows shows here). */
+  goodputSecondHalf: number;
+  /** Time to an answer or to giving up (a request that gave up counts as the whole budget). */
+  p50Ms: number;
+  p99Ms: number;
+  database: DatabaseWindow;
+  /** When the level's requests reached each hop, from the client's send (kernel queues included). */
+  arrivals: Record<ServiceName, HopArrival>;
+  /** How late the open loop sent (ms): it kept its schedule if these are small. */
+  senderLagP99Ms: number;
+  senderLagMaxMs: number;
+  /** CPU of the three services (cores, together and each), of the runner (cores), of the machine (0–1). */
+  chainCpu: number;
+  services: Record<ServiceName, ServiceUsage>;
+  runnerCpu: number;
+  /** CPU of Postgres (cores, all its processes). */
+  postgresCpu: number | null;
+  /**
+   * Everything else (cores): other processes on the machine, and kernel work charged to none. Well above zero,
+   * the figures of this level were taken on a machine shared with something else.
+   */
+  otherCpu: number | null;
+  machineCpu: number | null;
+  recovery: RecoveryResult | null;
+}
+
+export interface VariantResult {
+  variant: ChainVariant;
+  description: string;
+  capacity: CapacityResult;
+  levels: LevelResult[];
+}
+
+export interface OverloadReport {
+  /** Why nothing was measured (Postgres unreachable, the chain would not start…); null when it ran. */
+  skipped: string | null;
+  quick: boolean;
+  setup: OverloadSetup | null;
+  /** The library chain's closed-loop maximum (req/s): what the levels are multiples of. */
+  capacity: number | null;
+  variants: VariantResult[];
+  goals: {
+    /** Dead work with the library, worst level, against ≤ 2 %. */
+    libraryDeadWork: { worst: number | null; target: number; met: boolean | null };
+    /** Goodput at 2×: the library's ÷ the baseline's, against ≥ 2. */
+    goodputAt2x: {
+      library: number | null;
+      baseline: number | null;
+      ratio: number | null;
+      target: number;
+      met: boolean | null;
+    };
+  };
+}
+
+const WORK_MS = 50;
+const BUDGET_MS = 1_000;
+const POOL_SIZE = 5;
+const ORDERS_POOL_SIZE = 4;
+/** Closed-loop clients for the capacity: enough to keep every connection busy with a queue behind it. */
+const CAPACITY_CONCURRENCY = 4 * POOL_SIZE;
+const RECOVERY_MULTIPLIER = 0.5;
+const RECOVERY_WINDOW_MS = 500;
+const DESCRIPTIONS: Record<ChainVariant, string> = {
+  library: 'with the library: one 1 s budget, propagated; the pool wait and the query bounded by it, cancelled',
+  baseline: 'fixed per-hop timeouts only (gateway 5 s, orders 4 s), plain pg: nothing cancelled on the database',
+};
+
+interface Plan {
+  multipliers: number[];
+  levelSeconds: number;
+  recoveryCapSeconds: number | null;
+  warmupSeconds: number;
+  capacitySeconds: number;
+}
+const FULL: Plan = {
+  multipliers: [0.5, 1, 1.5, 2, 3],
+  levelSeconds: 10,
+  recoveryCapSeconds: 20,
+  warmupSeconds: 3,
+  capacitySeconds: 4,
+};
+const QUICK: Plan = {
+  multipliers: [2],
+  levelSeconds: 1,
+  recoveryCapSeconds: null,
+  warmupSeconds: 0.3,
+  capacitySeconds: 1,
+};
+
+function emptyReport(quick: boolean, skipped: string): OverloadReport {
+  return {
+    skipped,
+    quick,
+    setup: null,
+    capacity: null,
+    variants: [],
+    goals: {
+      libraryDeadWork: { worst: null, target: 0.02, met: null },
+      goodputAt2x: { library: null, baseline: null, ratio: null, target: 2, met: null },
+    },
+  };
+}
+
+const message = (error: unknown) => (error instanceof Error ? error.message : String(error));
+
+/** The URL without its password, for the report. */
+function where(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.hostname}:${parsed.port || 5432}`;
+  } catch {
+    return 'an unparsable URL';
+  }
+}
+
+async function probe(url: string): Promise<string> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3_000 });
+  try {
+    await client.connect();
+    const { rows } = await client.query('SHOW server_version');
+    return `PostgreSQL ${(rows[0] as { server_version: string }).server_version} at ${where(url)}`;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/** Busy and total jiffies of all CPUs (Linux /proc/stat); undefined elsewhere. */
+function machineTicks(): { busy: number; total: number } | undefined {
+  try {
+    const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
+    const total = fields.reduce((a, b) => a + b, 0);
+    const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
+    return Number.isFinite(total) && total > 0 ? { busy: total - idle, total } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPU time of every `postgres` process (ticks), the postmaster's reaped children included (the backends that
+ * served CancelRequests, for one); undefined without /proc.
+ */
+function postgresTicks(): number | undefined {
+  try {
+    let ticks = 0;
+    for (const pid of readdirSync('/proc')) {
+      if (!/^\d+$/.test(pid)) continue;
+      let stat: string;
+      try {
+        stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      } catch {
+        continue;
+      }
+      if (!stat.includes('(postgres)')) continue;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
+    }
+    return ticks;
+  } catch {
+    return undefined;
+  }
+}
+/** USER_HZ on every Linux this runs on. */
+const TICKS_PER_SECOND = 100;
+
+/** The resources used over a phase. */
+interface Meter {
+  chain: Collected;
+  runner: NodeJS.CpuUsage;
+  machine: ReturnType<typeof machineTicks>;
+  postgres: number | undefined;
+}
+async function meter(chain: ChainProcess): Promise<Meter> {
+  return {
+    chain: await chain.collect(),
+    runner: process.cpuUsage(),
+    machine: machineTicks(),
+    postgres: postgresTicks(),
+  };
+}
+
+interface VariantState {
+  variant: ChainVariant;
+  chain: ChainProcess;
+  client: BudgetedClient;
+  /** Statements and arrivals of chains already retired (the live one keeps its own until the end). */
+  statements: TimedStatement[];
+  arrivals: Record<ServiceName, [number, number][]>;
+  capacity?: PacedRun;
+  /** The 0.5× level's figures, against which recovery is judged. */
+  reference?: Reference;
+  levels: {
+    multiplier: number;
+    rate: number;
+    run: PacedRun;
+    before: Meter;
+    after: Meter;
+    recovery?: { run: PacedRun; seconds: number | null; queueAtDrop: number; restarted: boolean };
+  }[];
+}
+
+interface Reference {
+  okRatio: number;
+  p90Ms: number;
+}
+
+/** Moves what a chain collected into the variant's own lists (a loop: these can be long for a spread). */
+function retire(state: VariantState, chain: ChainProcess): void {
+  for (const statement of chain.statements) state.statements.push(statement);
+  for (const service of ['gateway', 'orders', 'inventory'] as const) {
+    for (const arrival of chain.arrivals[service]) state.arrivals[service].push(arrival);
+  }
+}
+
+/** Requests sent in [start, end) (by schedule), in the order sent. */
+function within(records: RequestRecord[], start: number, end: number): RequestRecord[] {
+  return records.filter((r) => r.scheduledAt >= start && r.scheduledAt < end);
+}
+
+const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
+const roundOrNull = (x: number, digits: number) => (Number.isFinite(x) ? round(x, digits) : null);
+
+/** The database's work in [start, end]: statements clipped to the window, split at their client's give-up. */
+function database(
+  statements: TimedStatement[],
+  interest: Map<number, number>,
+  start: number,
+  end: number,
+): DatabaseWindow {
+  let busyMs = 0;
+  let deadMs = 0;
+  let count = 0;
+  const byKind: DatabaseWindow['byKind'] = {};
+  let inventoryMs = 0;
+  for (const [rid, began, ended, kind, pool] of statements) {
+    const from = Math.max(began, start);
+    const to = Math.min(ended, end);
+    if (to <= from) continue;
+    count++;
+    const stopped = interest.get(rid);
+    const dead = stopped === undefined ? 0 : Math.max(0, to - Math.max(from, stopped));
+    busyMs += to - from;
+    deadMs += dead;
+    if (pool === 'inventory') inventoryMs += to - from;
+    const entry = (byKind[`${pool} ${STATEMENT_KINDS[kind] ?? 'other'}`] ??= { busyMs: 0, deadMs: 0 });
+    entry.busyMs += to - from;
+    entry.deadMs += dead;
+  }
+  for (const entry of Object.values(byKind)) {
+    entry.busyMs = Math.round(entry.busyMs);
+    entry.deadMs = Math.round(entry.deadMs);
+  }
+  return {
+    statements: count,
+    busyMs: Math.round(busyMs),
+    deadMs: Math.round(deadMs),
+    deadWork: busyMs > 0 ? round(deadMs / busyMs, 4) : null,
+    inventoryBusyConnections: round(inventoryMs / (end - start), 2),
+    byKind,
+  };
+}
+
+/** Whether a window of requests is back to the 0.5× level's figures: as many answered, about as fast. */
+function healthy(records: RequestRecord[], reference: Reference): boolean {
+  if (records.length === 0) return false;
+  const ok = records.filter((r) => r.outcome === 'ok').length / records.length;
+  const p90 = quantile(records.map(latency), 0.9);
+  return ok >= reference.okRatio - Math.max(0.02, 1 / records.length) && p90 <= reference.p90Ms * 1.5 + 10;
+}
+
+/**
+ * The recovery point (seconds after `start`): the first window of `RECOVERY_WINDOW_MS` that is healthy and is
+ * followed by another; undefined while none is known (windows count once all their requests have settled).
+ */
+function recoveredAt(records: RequestRecord[], from: number, start: number, reference: Reference): number | undefined {
+  const windows: RequestRecord[][] = [];
+  for (let i = from; i < records.length; i++) {
+    const r = records[i] as RequestRecord;
+    if (r.scheduledAt < start) continue;
+    (windows[Math.floor((r.scheduledAt - start) / RECOVERY_WINDOW_MS)] ??= []).push(r);
+  }
+  const now = performance.now();
+  let previous = false;
+  for (let i = 0; i < windows.length; i++) {
+    const window = windows[i] ?? [];
+    const closed = start + (i + 1) * RECOVERY_WINDOW_MS <= now;
+    if (!closed || window.some((r) => r.outcome === 'pending')) return undefined;
+    const good = healthy(window, reference);
+    if (good && previous) return ((i - 1) * RECOVERY_WINDOW_MS) / 1000;
+    previous = good;
+  }
+  return undefined;
+}
+
+/**
+ * Runs the overload benchmark. Never throws: without a reachable Postgres (DATABASE_URL ?? PG_URL ?? the loopback
+ * one) or when a chain will not start, the report says why in `skipped`.
+ */
+export async function measureOverload(
+  options: OverloadOptions,
+  progress: (line: string) => void,
+): Promise<OverloadReport> {
+  const url = process.env.DATABASE_URL ?? process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+  let postgres: string;
+  try {
+    postgres = await probe(url);
+  } catch (error) {
+    return emptyReport(options.quick, `PostgreSQL unreachable at ${where(url)}: ${message(error)}`);
+  }
+  try {
+    return await run(options.quick, url, postgres, progress);
+  } catch (error) {
+    return emptyReport(options.quick, `the overload benchmark failed: ${message(error)}`);
+  }
+}
+
+async function run(
+  quick: boolean,
+  url: string,
+  postgres: string,
+  progress: (line: string) => void,
+): Promise<OverloadReport> {
+  const plan = quick ? QUICK : FULL;
+  const setup: OverloadSetup = {
+    postgres,
+    workMs: WORK_MS,
+    budgetMs: BUDGET_MS,
+    poolSize: POOL_SIZE,
+    ordersPoolSize: ORDERS_POOL_SIZE,
+    fixedTimeoutsMs: { gateway: 5_000, orders: 4_000 },
+    multipliers: plan.multipliers,
+    levelSeconds: plan.levelSeconds,
+    recoveryMultiplier: RECOVERY_MULTIPLIER,
+    recoveryCapSeconds: plan.recoveryCapSeconds,
+    recoveryWindowMs: RECOVERY_WINDOW_MS,
+    capacityConcurrency: CAPACITY_CONCURRENCY,
+    capacitySeconds: plan.capacitySeconds,
+    cpusAllowed: { services: `0-${cpus().length - 1}`, runner: allowedCpus() ?? 'unknown' },
+    cpus: cpus().length,
+    loadAverageAtStart: round(loadavg()[0] ?? 0, 2),
+  };
+  let rid = 0;
+  const nextRid = () => ++rid;
+  const start = (variant: ChainVariant) =>
+    ChainProcess.start({ variant, postgresUrl: url, poolSize: POOL_SIZE, ordersPoolSize: ORDERS_POOL_SIZE });
+  const variants: ChainVariant[] = ['library', 'baseline'];
+  progress('overload: starting both chains');
+  const chains = await Promise.allSettled(variants.map(start));
+  const started = chains.flatMap((c) => (c.status === 'fulfilled' ? [c.value] : []));
+  const failed = chains.find((c): c is PromiseRejectedResult => c.status === 'rejected');
+  if (failed !== undefined) {
+    await Promise.all(started.map((c) => c.close()));
+    throw failed.reason;
+  }
+  const states: VariantState[] = started.map((chain) => ({
+    variant: chain.options.variant,
+    chain,
+    client: new BudgetedClient({ url: chain.url, workMs: WORK_MS, budgetMs: BUDGET_MS, nextRid }),
+    statements: [],
+    arrivals: { gateway: [], orders: [], inventory: [] },
+    levels: [],
+  }));
+  try {
+    // Capacity: closed loop, enough clients to keep every connection busy with a queue behind it.
+    for (const state of states) {
+      progress(`overload: capacity of the ${state.variant} chain (closed loop, ${CAPACITY_CONCURRENCY} clients)`);
+      // Warm-up (JIT, connections), not measured.
+      await closedLoop(state.client, 2 * POOL_SIZE, plan.warmupSeconds);
+      state.capacity = await closedLoop(state.client, CAPACITY_CONCURRENCY, plan.capacitySeconds);
+    }
+    const library = states[0] as VariantState;
+    const capacity = okPerSecond(library.client.records, library.capacity as PacedRun);
+    if (!(capacity > 1)) throw new Error(`the library chain answered ${capacity} requests/s in time`);
+
+    for (const [index, multiplier] of plan.multipliers.entries()) {
+      const last = index === plan.multipliers.length - 1;
+      // Level by level, one variant then the other: a shared machine's drift falls on both alike.
+      for (const state of states) {
+        const rate = multiplier * capacity;
+        progress(`overload: ${state.variant}, ${multiplier}× (${Math.round(rate)} req/s for ${plan.levelSeconds} s)`);
+        const before = await meter(state.chain);
+        const level = await paced(rate, plan.levelSeconds, (at) => void state.client.send(at));
+        // Not awaited yet: the load drops to 0.5× at once.
+        const afterLevel = meter(state.chain);
+        let recovery: VariantState['levels'][number]['recovery'];
+        if (plan.recoveryCapSeconds !== null && multiplier > RECOVERY_MULTIPLIER && state.reference !== undefined) {
+          progress(`overload: ${state.variant}, back to ${RECOVERY_MULTIPLIER}× after ${multiplier}×: recovering…`);
+          const reference = state.reference;
+          const records = state.client.records;
+          const from = records.length;
+          let found: number | undefined;
+          let checked = 0;
+          const recoveryRun = await paced(
+            RECOVERY_MULTIPLIER * capacity,
+            plan.recoveryCapSeconds + (2 * RECOVERY_WINDOW_MS) / 1000,
+            (at) => void state.client.send(at),
+            () => {
+              if (performance.now() - checked < 100) return false;
+              checked = performance.now();
+              found = recoveredAt(records, from, level.end, reference);
+              return found !== undefined;
+            },
+          );
+          await state.client.settle();
+          found ??= recoveredAt(records, from, level.end, reference);
+          const seconds = found !== undefined && found <= plan.recoveryCapSeconds ? found : null;
+          const queueAtDrop = (await afterLevel).chain.waiting;
+          // Still not itself: what it has queued would spill into the next level. Start afresh instead.
+          const restarted = seconds === null && !last;
+          if (restarted) {
+            progress(`overload: ${state.variant} did not recover within ${plan.recoveryCapSeconds} s; restarting it`);
+            await state.chain.collect();
+            retire(state, state.chain);
+            await state.chain.close();
+            state.chain = await start(state.variant);
+            state.client.url = state.chain.url;
+            await closedLoop(state.client, 2 * POOL_SIZE, plan.warmupSeconds);
+          }
+          recovery = { run: recoveryRun, seconds, queueAtDrop, restarted };
+        } else {
+          await state.client.settle();
+        }
+        state.levels.push({
+          multiplier,
+          rate,
+          run: level,
+          before,
+          after: await afterLevel,
+          ...(recovery === undefined ? {} : { recovery }),
+        });
+        if (multiplier === RECOVERY_MULTIPLIER) {
+          const records = within(state.client.records, level.start, level.end);
+          state.reference = {
+            okRatio: records.filter((r) => r.outcome === 'ok').length / Math.max(1, records.length),
+            p90Ms: quantile(records.map(latency), 0.9),
+          };
+        }
+      }
+    }
+    for (const state of states) {
+      await state.client.settle();
+      await state.chain.collect();
+      retire(state, state.chain);
+    }
+    return report(quick, setup, capacity, states);
+  } finally {
+    for (const state of states) {
+      await state.chain.close().catch(() => {});
+      await state.client.close().catch(() => {});
+    }
+  }
+}
+
+function okPerSecond(records: RequestRecord[], run: PacedRun): number {
+  const ok = records.filter(
+    (r) => r.outcome === 'ok' && r.doneAt !== undefined && r.doneAt >= run.start && r.doneAt <= run.end,
+  );
+  return ok.length / ((run.end - run.start) / 1000);
+}
+
+function hopArrivals(
+  sent: RequestRecord[],
+  arrivals: Record<ServiceName, [number, number][]>,
+): Record<ServiceName, HopArrival> {
+  const sentAt = new Map(sent.map((r) => [r.rid, r.sentAt]));
+  const hop = (list: [number, number][]): HopArrival => {
+    const lags: number[] = [];
+    for (const [rid, at] of list) {
+      const sent = sentAt.get(rid);
+      if (sent !== undefined) lags.push(at - sent);
+    }
+    return {
+      reached: lags.length,
+      p50Ms: lags.length === 0 ? null : roundOrNull(quantile(lags, 0.5), 1),
+      p99Ms: lags.length === 0 ? null : roundOrNull(quantile(lags, 0.99), 1),
+    };
+  };
+  return { gateway: hop(arrivals.gateway), orders: hop(arrivals.orders), inventory: hop(arrivals.inventory) };
+}
+
+function report(quick: boolean, setup: OverloadSetup, capacity: number, states: VariantState[]): OverloadReport {
+  const variants = states.map((state): VariantResult => {
+    const records = state.client.records;
+    const interest = new Map(records.map((r) => [r.rid, interestEnd(r)]));
+    const capacityRun = state.capacity as PacedRun;
+    const capacityOk = records.filter(
+      (r) =>
+        r.outcome === 'ok' && r.doneAt !== undefined && r.doneAt >= capacityRun.start && r.doneAt <= capacityRun.end,
+    );
+    return {
+      variant: state.variant,
+      description: DESCRIPTIONS[state.variant],
+      capacity: {
+        concurrency: CAPACITY_CONCURRENCY,
+        seconds: setup.capacitySeconds,
+        sent: capacityRun.count,
+        ok: capacityOk.length,
+        okPerSecond: Math.round(okPerSecond(records, capacityRun)),
+        p50Ms: round(quantile(capacityOk.map(latency), 0.5), 1),
+        p99Ms: round(quantile(capacityOk.map(latency), 0.99), 1),
+      },
+      levels: state.levels.map(({ multiplier, rate, run, before, after, recovery }): LevelResult => {
+        const seconds = (run.end - run.start) / 1000;
+        const sent = within(records, run.start, run.end);
+        const count = (outcome: RequestRecord['outcome'], list = sent) =>
+          list.filter((r) => r.outcome === outcome).length;
+        const middle = (run.start + run.end) / 2;
+        const lags = sent.map((r) => r.sentAt - r.scheduledAt);
+        const elapsedMicros = (after.chain.at - before.chain.at) * 1000;
+        const usage = (service: ServiceName): ServiceUsage => ({
+          cpu: round(
+            (after.chain.services[service].cpuMicros - before.chain.services[service].cpuMicros) / elapsedMicros,
+            3,
+          ),
+          loopDelayP99Ms: round(after.chain.services[service].loopDelayP99Ms, 1),
+          loopDelayMaxMs: round(after.chain.services[service].loopDelayMaxMs, 1),
+        });
+        const runnerMicros = after.runner.user + after.runner.system - (before.runner.user + before.runner.system);
+        const machine =
+          before.machine && after.machine && after.machine.total > before.machine.total
+            ? round((after.machine.busy - before.machine.busy) / (after.machine.total - before.machine.total), 3)
+            : null;
+        const postgresCpu =
+          before.postgres === undefined || after.postgres === undefined
+            ? null
+            : round((after.postgres - before.postgres) / TICKS_PER_SECOND / (elapsedMicros / 1e6), 3);
+        const chainCpu = round((after.chain.cpuMicros - before.chain.cpuMicros) / elapsedMicros, 3);
+        const runnerCpu = round(runnerMicros / elapsedMicros, 3);
+        const otherCpu =
+          machine === null || postgresCpu === null
+            ? null
+            : round(Math.max(0, machine * setup.cpus - chainCpu - runnerCpu - postgresCpu), 3);
+        let recoveryResult: RecoveryResult | null = null;
+        if (recovery !== undefined) {
+          const recovering = within(records, recovery.run.start, recovery.run.end);
+          recoveryResult = {
+            seconds: recovery.seconds,
+            capSeconds: setup.recoveryCapSeconds ?? 0,
+            ranSeconds: round((recovery.run.end - recovery.run.start) / 1000, 2),
+            sent: recovering.length,
+            ok: count('ok', recovering),
+            gaveUp: count('gave-up', recovering),
+            queueAtDrop: recovery.queueAtDrop,
+            database: database(state.statements, interest, recovery.run.start, recovery.run.end),
+            restarted: recovery.restarted,
+          };
+        }
+        return {
+          multiplier,
+          rate: Math.round(rate),
+          seconds: round(seconds, 2),
+          sent: sent.length,
+          ok: count('ok'),
+          shed: count('shed'),
+          // Still pending after settling: its client's timer fired long ago, whatever the socket did.
+          gaveUp: count('gave-up') + count('pending'),
+          errors: count('error'),
+          goodput: Math.round(count('ok') / seconds),
+          goodputSecondHalf: Math.round(count('ok', within(sent, middle, run.end)) / (seconds / 2)),
+          p50Ms: round(quantile(sent.map(latency), 0.5), 1),
+          p99Ms: round(quantile(sent.map(latency), 0.99), 1),
+          database: database(state.statements, interest, run.start, run.end),
+          arrivals: hopArrivals(sent, state.arrivals),
+          senderLagP99Ms: round(quantile(lags, 0.99), 1),
+          senderLagMaxMs: round(Math.max(0, ...lags), 1),
+          chainCpu,
+          services: { gateway: usage('gateway'), orders: usage('orders'), inventory: usage('inventory') },
+          runnerCpu,
+          postgresCpu,
+          otherCpu,
+          machineCpu: machine,
+          recovery: recoveryResult,
+        };
+      }),
+    };
+  });
+  const libraryLevels = variants.find((v) => v.variant === 'library')?.levels ?? [];
+  const deadWorks = libraryLevels.map((l) => l.database.deadWork).filter((d): d is number => d !== null);
+  const worst = deadWorks.length === 0 ? null : Math.max(...deadWorks);
+  const at2x = (variant: ChainVariant) =>
+    variants.find((v) => v.variant === variant)?.levels.find((l) => l.multiplier === 2)?.goodput ?? null;
+  const library2x = at2x('library');
+  const baseline2x = at2x('baseline');
+  const ratio =
+    library2x === null || baseline2x === null || (library2x === 0 && baseline2x === 0)
+      ? null
+      : baseline2x === 0
+        ? Number.POSITIVE_INFINITY
+        : round(library2x / baseline2x, 2);
+  return {
+    skipped: null,
+    quick,
+    setup,
+    capacity: Math.round(capacity),
+    variants,
+    goals: {
+      libraryDeadWork: { worst, target: 0.02, met: worst === null ? null : worst <= 0.02 },
+      goodputAt2x: {
+        library: library2x,
+        baseline: baseline2x,
+        ratio,
+        target: 2,
+        met: ratio === null ? null : ratio >= 2,
+      },
+    },
+  };
+}
+
+/** One row per variant and level, for `console.table`. */
+export function overloadRows(report: OverloadReport): Record<string, string | number>[] {
+  const percent = (x: number | null) => (x === null ? '–' : `${(x * 100).toFixed(1)} %`);
+  const budget = report.setup?.budgetMs ?? 1_000;
+  return report.variants.flatMap((variant) =>
+    variant.levels.map((level) => ({
+      variant: variant.variant,
+      load: `${level.multiplier}×`,
+      'offered/s': level.rate,
+      'goodput/s': level.goodput,
+      '2nd half': level.goodputSecondHalf,
+      'ok/shed/gave up': `${level.ok}/${level.shed}/${level.gaveUp}`,
+      'p99 ms': level.gaveUp / Math.max(1, level.sent) > 0.01 ? `≥${budget} (gave up)` : level.p99Ms,
+      'dead work': percent(level.database.deadWork),
+      'inventory conns busy': level.database.inventoryBusyConnections,
+      'to gateway p99 ms': level.arrivals.gateway.p99Ms ?? '–',
+      recovery:
+        level.recovery === null
+          ? '–'
+          : level.recovery.seconds === null
+            ? `>${level.recovery.capSeconds} s${level.recovery.restarted ? ' (restarted)' : ''}`
+            : `${level.recovery.seconds} s`,
+      'CPU chain/pg/other': `${level.chainCpu.toFixed(2)}/${level.postgresCpu?.toFixed(2) ?? '–'}/${level.otherCpu?.toFixed(2) ?? '–'}`,
+    })),
+  );
+}
