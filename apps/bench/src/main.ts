@@ -16,6 +16,7 @@ import { findNewerNodes, measureOverheadOn } from './node-versions.js';
 import { canPin, measureOverhead, type OverheadRow } from './overhead.js';
 import { measureOverload, overloadRows } from './overload.js';
 import { measurePrecision } from './precision.js';
+import type { LatencyRow } from './precision-stats.js';
 
 // The load generator runs here; pin it to the core the servers do not use (see overhead.ts).
 if (process.env.DEADLINE_BENCH_PINNED === undefined && canPin()) {
@@ -120,18 +121,7 @@ const precision = await measurePrecision(
   progress,
 );
 done();
-const latencyTable = (
-  rows: {
-    name: string;
-    n: number;
-    p50: number | null;
-    p99: number | null;
-    max: number | null;
-    goal: string;
-    met: boolean;
-    skipped?: string | undefined;
-  }[],
-) =>
+const latencyTable = (rows: LatencyRow[]) =>
   console.table(
     rows.map((row) => ({
       row: row.name,
