@@ -133,11 +133,18 @@ export function renderOverloadChart(report: OverloadReport): string {
       'text-anchor="end" fill="#888" font-size="11"',
     ),
   );
-  for (const variant of report.variants) {
+  // The baseline first and wider, the library over it: where they coincide, both stay visible.
+  const drawOrder = [...report.variants].sort((a, b) =>
+    a.variant === 'baseline' ? -1 : b.variant === 'baseline' ? 1 : 0,
+  );
+  for (const variant of drawOrder) {
     const color = COLORS[variant.variant];
+    const width = variant.variant === 'baseline' ? 5 : 2.5;
     const levels = [...variant.levels].sort((a, b) => a.multiplier - b.multiplier);
     const goodput = levels.map((l) => `${fixed(px(l.multiplier))},${fixed(pyLeft(l.goodput))}`);
-    parts.push(`<polyline points="${goodput.join(' ')}" fill="none" stroke="${color}" stroke-width="2.5"/>`);
+    parts.push(
+      `<polyline points="${goodput.join(' ')}" fill="none" stroke="${color}" stroke-width="${width}" stroke-opacity="${variant.variant === 'baseline' ? 0.55 : 1}"/>`,
+    );
     for (const l of levels) {
       parts.push(
         `<circle cx="${fixed(px(l.multiplier))}" cy="${fixed(pyLeft(l.goodput))}" r="4" fill="${color}"><title>${escapeXml(`${LABELS[variant.variant]}, ${l.multiplier}×: ${l.goodput} answers/s in time`)}</title></circle>`,

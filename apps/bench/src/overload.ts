@@ -147,6 +147,8 @@ export interface LevelResult {
   ok: number;
   /** Another status within the budget (504, 503, 500). */
   shed: number;
+  /** The statuses of those, counted (`{ "503": 1200, "504": 80 }`): 503 is a circuit breaker's refusal. */
+  shedStatuses: Record<string, number>;
   /** No answer within the budget: the client gave up. */
   gaveUp: number;
   errors: number;
@@ -613,6 +615,12 @@ function okPerSecond(records: RequestRecord[], run: PacedRun): number {
   return ok.length / ((run.end - run.start) / 1000);
 }
 
+function statuses(records: RequestRecord[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const r of records) if (r.outcome === 'shed') counts[String(r.status)] = (counts[String(r.status)] ?? 0) + 1;
+  return counts;
+}
+
 function hopArrivals(
   sent: RequestRecord[],
   arrivals: Record<ServiceName, [number, number][]>,
@@ -707,6 +715,7 @@ function report(quick: boolean, setup: OverloadSetup, capacity: number, states: 
           sent: sent.length,
           ok: count('ok'),
           shed: count('shed'),
+          shedStatuses: statuses(sent),
           // Still pending after settling: its client's timer fired long ago, whatever the socket did.
           gaveUp: count('gave-up') + count('pending'),
           errors: count('error'),
