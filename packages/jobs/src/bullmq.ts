@@ -6,7 +6,7 @@
  */
 import { InvalidArgumentError, runWithContext, traceFrom } from '@deadline/core';
 import { checkFunction, checkHop, checkNumber, checkObject, OutgoingCall, storage } from '@deadline/core/internal';
-import { carrierFromContext, JOB_CONTEXT_KEY, readCarrier } from './carrier.js';
+import { carrierFromContext, hopOrUndefined, JOB_CONTEXT_KEY, readCarrier } from './carrier.js';
 
 /**
  * The part of a BullMQ `Queue` used by {@link enqueue}.
@@ -109,9 +109,6 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return prototype === Object.prototype || prototype === null;
 }
 
-/** What a hop name may be (it travels in headers); a queue name that is not one is not used as the hop. */
-const HOP = /^[\x21-\x7e]{1,128}$/;
-
 /**
  * Options of {@link withJobContext}.
  *
@@ -179,7 +176,8 @@ export function withJobContext<J extends JobLike, R>(
         deadline: carried.budgetMs ?? defaultBudgetMs,
         // A job enqueued outside any request (or by hand) starts a trace of its own, as a request would.
         trace: carried.trace ?? traceFrom(),
-        hop: hop ?? (HOP.test(job.queueName) ? job.queueName : undefined),
+        // A queue name that is not a valid hop name is not used as one.
+        hop: hop ?? hopOrUndefined(job.queueName),
         baggage: carried.baggage,
         bindings,
         signal,

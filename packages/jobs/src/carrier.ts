@@ -5,7 +5,7 @@
  * `job.opts.telemetry.metadata` is overwritten by BullMQ's own telemetry when that is configured.
  */
 import { formatTraceparent, parseTraceparent, type TraceContext, traceFrom } from '@deadline/core';
-import { storage } from '@deadline/core/internal';
+import { checkHop, storage } from '@deadline/core/internal';
 
 /**
  * The key in `job.data` that holds the carrier. The worker side ({@link withJobContext}) removes it from
@@ -76,6 +76,15 @@ export function readCarrier(value: unknown): CarriedContext {
   if (typeof budget === 'number' && Number.isFinite(budget) && budget >= 1 && budget <= MAX_BUDGET_MS) {
     found.budgetMs = budget;
   }
-  if (typeof carrier.hop === 'string' && /^[\x21-\x7e]{1,128}$/.test(carrier.hop)) found.hop = carrier.hop;
+  found.hop = hopOrUndefined(carrier.hop);
   return found;
+}
+
+/** `value` if it is a valid hop name (core's rule: it travels in headers), else `undefined`. @internal */
+export function hopOrUndefined(value: unknown): string | undefined {
+  try {
+    return checkHop(value);
+  } catch {
+    return undefined;
+  }
 }

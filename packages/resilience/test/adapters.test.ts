@@ -100,7 +100,8 @@ describe.runIf(await requireService(POSTGRES))('@deadline/pg with a breaker', ()
       const started = performance.now();
       const error = await runWithDeadline(2_000, () => db.query('SELECT 1')).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(CircuitOpenError);
-      expect(performance.now() - started).toBeLessThan(50);
+      // Fail fast: no connection attempt (counted below); generous for a busy machine.
+      expect(performance.now() - started).toBeLessThan(250);
       expect(down.connections()).toBe(attempts);
     } finally {
       down.close();

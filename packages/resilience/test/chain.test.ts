@@ -60,7 +60,8 @@ describe('retries inside the edge budget (real servers)', () => {
       await response.body.dump();
       expect(response.statusCode).toBe(504);
       expect(elapsed).toBeGreaterThanOrEqual(950);
-      expect(elapsed).toBeLessThan(1_150);
+      // Never the 1200 ms that fresh per-attempt timeouts would take.
+      expect(elapsed).toBeLessThan(1_200);
       // 400 + 400 + what was left: three attempts inside the one budget, the downstream saw each.
       expect(attempts).toEqual([1, 2, 3]);
       expect(inventory.requests.length).toBe(3);
