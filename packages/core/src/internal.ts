@@ -22,4 +22,5 @@ export { type CircuitRefusal, findCircuitRefusal, markCausedBy } from './guards.
 export { Scope } from './scope.js';
 export { storage } from './storage.js';
 export { checkFunction, checkGuard, checkHop, checkName, checkNumber, checkObject } from './validate.js';
+export { WaitQueue } from './wait-queue.js';
 export { type HeaderSource, readHeader } from './wire/headers.js';

@@ -33,6 +33,17 @@ export interface PgDeadlineOptions {
    * the queries made inside a deadline context.
    */
   circuitBreaker?: CallGuard | undefined;
+  /**
+   * Who gets a connection when the pool has none free, among the queries waiting inside a deadline context.
+   * `'adaptive'`: in arrival order while the queue moves, newest first once the oldest has waited
+   * `lifoAfterMs` — under overload the oldest waiters are the ones with the least time left, and a connection
+   * given to them is spent on statements their deadline then cuts; a waiter whose deadline passes leaves the
+   * queue without touching the database. `'fifo'`: pg-pool's own queue, in arrival order. Default `'adaptive'`
+   * (a pool without pg-pool's counts, or a single client, is always `'fifo'`).
+   */
+  checkoutOrder?: 'adaptive' | 'fifo' | undefined;
+  /** With `checkoutOrder: 'adaptive'`: how long the oldest waiter waits before the newest go first (ms). Default 100. */
+  lifoAfterMs?: number | undefined;
 }
 
 /** @internal */
@@ -44,6 +55,8 @@ export interface ResolvedPgOptions {
   minMs: number | undefined;
   statementTimeout: boolean;
   guard: CallGuard | undefined;
+  /** undefined: pg-pool's own order. */
+  lifoAfterMs: number | undefined;
 }
 
 /** @internal */
@@ -56,6 +69,10 @@ export function resolvePgOptions(
   if (typeof statementTimeout !== 'boolean') {
     throw new InvalidArgumentError('statementTimeout', 'a boolean', statementTimeout);
   }
+  const checkoutOrder = options?.checkoutOrder ?? 'adaptive';
+  if (checkoutOrder !== 'adaptive' && checkoutOrder !== 'fifo') {
+    throw new InvalidArgumentError('checkoutOrder', "'adaptive' or 'fifo'", checkoutOrder);
+  }
   return {
     target: checkName('name', options?.name) ?? `postgres:${database ?? 'postgres'}`,
     propagates: false,
@@ -63,5 +80,6 @@ export function resolvePgOptions(
     minMs: checkNumber('minMs', options?.minMs),
     statementTimeout,
     guard: checkGuard('circuitBreaker', options?.circuitBreaker),
+    lifoAfterMs: checkoutOrder === 'fifo' ? undefined : (checkNumber('lifoAfterMs', options?.lifoAfterMs) ?? 100),
   };
 }

@@ -4,7 +4,8 @@
  * bounded, the statement bounded on the server (`statement_timeout`) and cancelled from here at the stop.
  * Outside a context everything passes straight through.
  */
-import { OutgoingCall, storage } from '@deadline/core/internal';
+import { monotonicNow, OutgoingCall, storage } from '@deadline/core/internal';
+import { CheckoutQueue } from './checkout-queue.js';
 import { clientAsPool, isClient, type PgClient } from './client-as-pool.js';
 import { typedError } from './errors.js';
 import { type PgDeadlineOptions, type ResolvedPgOptions, resolvePgOptions } from './options.js';
@@ -38,7 +39,9 @@ export interface PgPoolLike {
   connect(): Promise<PgPoolClientLike>;
   query(text: string, values?: unknown[]): Promise<unknown>;
   end(): Promise<void>;
-  options?: { database?: string | undefined; connectionString?: string | undefined } | undefined;
+  options?:
+    | { database?: string | undefined; connectionString?: string | undefined; max?: number | undefined }
+    | undefined;
 }
 
 /**
@@ -129,23 +132,27 @@ export function withDeadline<P extends PgPoolLike | PgClient>(
 ): DeadlinePool<P> {
   const pool: PgPoolLike = isClient(poolOrClient) ? clientAsPool(poolOrClient) : (poolOrClient as PgPoolLike);
   const resolved = resolvePgOptions(options, databaseOf(pool.options));
+  const queue = resolved.lifoAfterMs === undefined ? undefined : CheckoutQueue.of(pool, resolved.lifoAfterMs);
+  const checkout = (call: OutgoingCall) => checkoutFrom(pool, queue, call);
   const inContext = () => storage.getStore() !== undefined;
   return {
     pool: poolOrClient,
     query<R>(text: string, values?: unknown[]) {
       if (!inContext()) return pool.query(text, values) as Promise<PgResult<R>>;
-      return bounded(pool, resolved, 'statement', (session, timeout) => statement<R>(session, text, values, timeout));
+      return bounded(checkout, queue, resolved, 'statement', (session, timeout) =>
+        statement<R>(session, text, values, timeout),
+      );
     },
     async connect() {
       if (!inContext()) return pool.connect() as unknown as DeadlinePoolClient;
       const call = OutgoingCall.start(resolved.target, resolved, resolved.guard);
-      const client = await checkout(pool, call);
+      const client = await checkout(call);
       call.end();
       return checkedOut(client, resolved);
     },
     transaction<T>(fn: (tx: PgTransaction) => Promise<T>) {
       if (!inContext()) return plainTransaction(pool, fn);
-      return bounded(pool, resolved, 'transaction', async (session, timeout) => {
+      return bounded(checkout, queue, resolved, 'transaction', async (session, timeout) => {
         await session.query('BEGIN');
         if (timeout !== undefined) await session.query(`SET LOCAL statement_timeout = ${timeout()}`);
         const result = await fn({ query: (text, values) => session.query(text, values) });
@@ -176,17 +183,20 @@ async function statement<R>(
  * a transaction still runs (unbounded); a statement never gets here.
  */
 async function bounded<T>(
-  pool: PgPoolLike,
+  checkout: (call: OutgoingCall) => Promise<PgPoolClientLike>,
+  queue: CheckoutQueue | undefined,
   resolved: ResolvedPgOptions,
   kind: 'statement' | 'transaction',
   work: (session: Session, timeout: (() => number) | undefined) => Promise<T>,
 ): Promise<T> {
   const call = OutgoingCall.start(resolved.target, resolved, resolved.guard);
-  const client = await checkout(pool, call);
+  const client = await checkout(call);
   const session = new Session(client, call);
   const timeout = resolved.statementTimeout && call.timeoutMs !== undefined ? () => beltMs(call) : undefined;
+  const acquiredAt = monotonicNow();
   try {
     const result = await work(session, timeout);
+    queue?.observe(monotonicNow() - acquiredAt);
     call.end();
     if (session.cancelSent) {
       // The work finished as the deadline passed and a cancel is on its way: it must not land on the next
@@ -233,19 +243,26 @@ async function restore(session: Session, client: PgPoolClientLike, undo: string 
 }
 
 /**
- * `pool.connect()`, waiting no longer than the call may: the pool has no per-checkout timeout. A connection
- * that arrives after the stop goes straight back.
+ * A connection, waiting no longer than the call may: the pool has no per-checkout timeout. Through the
+ * deadline-aware queue when there is one, else `pool.connect()`. A connection that arrives after the stop
+ * goes straight back.
  */
-function checkout(pool: PgPoolLike, call: OutgoingCall): Promise<PgPoolClientLike> {
-  return call
-    .race(
-      () => pool.connect(),
-      (late) => late.release(),
-    )
-    .catch((error: unknown) => {
-      call.end(error);
-      throw error;
-    });
+function checkoutFrom(
+  pool: PgPoolLike,
+  queue: CheckoutQueue | undefined,
+  call: OutgoingCall,
+): Promise<PgPoolClientLike> {
+  const connected =
+    queue !== undefined
+      ? queue.checkout(call)
+      : call.race(
+          () => pool.connect(),
+          (late) => late.release(),
+        );
+  return connected.catch((error: unknown) => {
+    call.end(error);
+    throw error;
+  });
 }
 
 /**

@@ -78,11 +78,12 @@ function isStatus(value: unknown): value is number {
 
 /**
  * The default classification. Counted against the downstream: socket errors (refused, reset, timeouts),
- * 5xx, driver connection errors (SQLSTATE classes 08, 53, 57, 58, XX), a deadline that fired while the call had
- * at least `deadlineFloorMs` (its own answer was late), and errors this table does not know. Neutral: 4xx,
- * other SQLSTATEs (syntax, constraint, data), cancels (the client left), invalid arguments, an open circuit,
- * and a deadline that fired on a call that was given less than the floor — our own tiny budget is not the
- * downstream's fault.
+ * 5xx, driver connection errors (SQLSTATE classes 08, 53, 57, 58, XX), our deadline cutting a call that had at
+ * least `deadlineFloorMs` (its answer was late), and errors this table does not know. Neutral: 4xx, other
+ * SQLSTATEs (syntax, constraint, data), cancels (the client left), invalid arguments, an open circuit, a
+ * deadline that fired on a call that was given less than the floor — our own tiny budget is not the
+ * downstream's fault — and a downstream's own 504 naming its hop (`whose: 'downstream:<hop>'`): it answered,
+ * honouring the budget, which ran out there.
  *
  * @example
  * ```ts
@@ -98,7 +99,11 @@ export function classifyError(
     return 'neutral';
   }
   if (error instanceof DeadlineExceededError) {
-    if (error.phase === 'before-call') return 'neutral';
+    // Not made, or answered by the downstream itself with a 504 naming its hop: it was up and honouring the
+    // budget we gave it, which ran out there — queued behind others, or on its own dependency (which that hop's
+    // own breaker counts). Counted, an overloaded downstream that sheds late requests would trip the breaker,
+    // and the open circuit would refuse the requests it could still have served.
+    if (error.phase === 'before-call' || error.whose !== 'local') return 'neutral';
     return givenMs >= deadlineFloorMs ? 'failure' : 'neutral';
   }
   const status = statusOf(error);

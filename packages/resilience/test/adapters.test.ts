@@ -76,6 +76,34 @@ describe('@deadline/http with a breaker per origin', () => {
       await healthy.close();
     }
   });
+
+  it("a downstream's own 504 naming its hop does not count (it answered, our budget ran out there); a bare 504 does", async () => {
+    let named = true;
+    const downstream = await httpServer((_req, res) => {
+      res.writeHead(504, named ? { 'x-deadline-exceeded-by': 'inventory' } : {});
+      res.end();
+    });
+    const breakers = createBreakers(small);
+    const fetch = createFetch({ circuitBreaker: breakers });
+    const breaker = breakers(new URL(downstream.url).origin);
+    try {
+      for (let i = 0; i < 5; i++) {
+        const error = await runWithDeadline(1_000, () => fetch(`${downstream.url}/stock`)).catch((e: unknown) => e);
+        expect(error).toMatchObject({ whose: 'downstream:inventory' });
+      }
+      expect(breaker.state).toBe('closed');
+      expect(breaker.stats).toMatchObject({ calls: 0, failures: 0 });
+      named = false;
+      for (let i = 0; i < 3; i++) {
+        const response = await runWithDeadline(1_000, () => fetch(`${downstream.url}/stock`));
+        expect(response.status).toBe(504);
+        await response.arrayBuffer();
+      }
+      expect(breaker.state).toBe('open');
+    } finally {
+      await downstream.close();
+    }
+  });
 });
 
 describe.runIf(await requireService(POSTGRES))('@deadline/pg with a breaker', () => {

@@ -589,6 +589,17 @@ describe('CircuitBreaker: classification', () => {
     expect(breaker.stats.calls).toBe(verdict === 'failure' ? 1 : 0);
   });
 
+  it("a downstream's own deadline (whose: 'downstream:<hop>') is neutral, whatever the call was given", async () => {
+    const { breaker } = breakerWith(fakeClock());
+    const reported = new DeadlineExceededError({ phase: 'during-call', whose: 'downstream:inventory' });
+    await runWithDeadline(5_000, () =>
+      breaker.execute(() => {
+        throw reported;
+      }),
+    ).catch(() => undefined);
+    expect(breaker.stats).toMatchObject({ calls: 0, failures: 0 });
+  });
+
   it('deadlineFloorMs is configurable (0: every deadline counts)', async () => {
     const { breaker } = breakerWith(fakeClock(), { deadlineFloorMs: 0 });
     await runWithDeadline(5, () =>

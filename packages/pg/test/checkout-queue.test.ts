@@ -1,0 +1,142 @@
+/**
+ * Who gets a connection when the pool has none free: in arrival order while the queue moves, newest first once
+ * it stands, and a waiter whose deadline passes leaves without touching the database. On the PostgreSQL
+ * running here, with pg's own Pool.
+ */
+import { DeadlineExceededError, InvalidArgumentError, runWithDeadline } from '@deadline/core';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { POSTGRES, requireService } from '../../../test/support/services.ts';
+import { withDeadline } from '../src/index.ts';
+
+const available = await requireService(POSTGRES);
+
+const pools: pg.Pool[] = [];
+function newPool(max: number): pg.Pool {
+  const pool = new pg.Pool({ connectionString: POSTGRES.url, max });
+  pools.push(pool);
+  return pool;
+}
+
+/** Resolves once `condition` holds, checked once per turn of the event loop: no sleeping to line things up. */
+async function until(condition: () => boolean): Promise<void> {
+  const limit = performance.now() + 10_000;
+  while (!condition()) {
+    if (performance.now() > limit) throw new Error('condition not reached in 10 s');
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+/** Queues `names` one after another behind a held connection; resolves with the order they were served in. */
+async function servedOrder(lifoAfterMs: number, names: string[]): Promise<string[]> {
+  const pool = newPool(1);
+  const db = withDeadline(pool, { lifoAfterMs });
+  const held = await pool.connect();
+  const order: string[] = [];
+  const queries = names.map((name) =>
+    runWithDeadline(10_000, () => db.query('SELECT $1::text AS name', [name])).then(() => order.push(name)),
+  );
+  // Every waiter is in the queue before the connection comes back: each query queues synchronously.
+  held.release();
+  await Promise.all(queries);
+  return order;
+}
+
+describe.runIf(available)('@deadline/pg checkout order (PostgreSQL)', () => {
+  afterAll(async () => {
+    await Promise.all(pools.map((p) => p.end()));
+  });
+
+  it('while the queue moves: first come, first served', async () => {
+    expect(await servedOrder(60_000, ['a', 'b', 'c', 'd'])).toEqual(['a', 'b', 'c', 'd']);
+  });
+
+  it('once the oldest has waited lifoAfterMs: newest first', async () => {
+    expect(await servedOrder(0, ['a', 'b', 'c', 'd'])).toEqual(['d', 'c', 'b', 'a']);
+  });
+
+  it('a waiter whose deadline passes leaves the queue, the database untouched; the next one is served', async () => {
+    const pool = newPool(1);
+    const db = withDeadline(pool);
+    const held = await pool.connect();
+    const short = runWithDeadline(100, () => db.query('SELECT 1')).catch((e: unknown) => e);
+    const long = runWithDeadline(10_000, () => db.query<{ n: number }>('SELECT 2 AS n'));
+    expect(await short).toBeInstanceOf(DeadlineExceededError);
+    // It waited in our queue, not pg-pool's: nothing is left behind for the connection to be handed to.
+    expect(pool.waitingCount).toBe(0);
+    held.release();
+    expect((await long).rows[0]?.n).toBe(2);
+    expect(pool.totalCount).toBe(1);
+  });
+
+  it('a waiter leaves once its time left no longer covers a typical statement: before-call, ahead of its deadline', async () => {
+    const pool = newPool(1);
+    const db = withDeadline(pool, { name: 'stock-db' });
+    // Teach it what a statement here takes: ~150 ms.
+    for (let i = 0; i < 3; i++) await runWithDeadline(10_000, () => db.query('SELECT pg_sleep(0.15)'));
+    const held = await pool.connect();
+    try {
+      const started = performance.now();
+      const late = await runWithDeadline(1_000, () => db.query('SELECT 1')).catch((e: unknown) => e);
+      expect(late).toBeInstanceOf(DeadlineExceededError);
+      expect(late).toMatchObject({ phase: 'before-call', target: 'stock-db' });
+      expect((late as Error).message).toMatch(/less than its work takes/);
+      // It left about 150 ms before its deadline (the timer may fire late on a busy machine, never early).
+      expect(performance.now() - started).toBeGreaterThanOrEqual(700);
+      // With less than that left already, it does not queue at all.
+      const hopeless = await runWithDeadline(100, () => db.query('SELECT 1')).catch((e: unknown) => e);
+      expect(hopeless).toMatchObject({ phase: 'before-call' });
+      expect(pool.waitingCount).toBe(0);
+    } finally {
+      held.release();
+    }
+  });
+
+  it("pg-pool's own waiters (queries outside any deadline) are not starved by ours", async () => {
+    const pool = newPool(1);
+    const db = withDeadline(pool, { lifoAfterMs: 0 });
+    const held = await pool.connect();
+    const ours = runWithDeadline(10_000, () => db.query<{ n: number }>('SELECT 1 AS n'));
+    const plain = pool.query('SELECT 2 AS n');
+    await until(() => pool.waitingCount === 1);
+    held.release();
+    const [a, b] = await Promise.all([ours, plain]);
+    expect([a.rows[0]?.n, (b.rows[0] as { n: number }).n]).toEqual([1, 2]);
+  });
+
+  it('200 queries on a pool of 3: every one served, never more than 3 connections, nothing left waiting', async () => {
+    const pool = newPool(3);
+    const db = withDeadline(pool);
+    let peak = 0;
+    pool.on('acquire', () => {
+      peak = Math.max(peak, pool.totalCount);
+    });
+    const results = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        runWithDeadline(30_000, () => db.query<{ n: number }>('SELECT $1::int AS n', [i])),
+      ),
+    );
+    expect(results.map((r) => r.rows[0]?.n)).toEqual(Array.from({ length: 200 }, (_, i) => i));
+    expect(peak).toBeLessThanOrEqual(3);
+    expect(pool.waitingCount).toBe(0);
+    expect(pool.idleCount).toBe(pool.totalCount);
+  });
+
+  it("checkoutOrder 'fifo' leaves the order to pg-pool", async () => {
+    const pool = newPool(1);
+    const db = withDeadline(pool, { checkoutOrder: 'fifo' });
+    const held = await pool.connect();
+    const query = runWithDeadline(10_000, () => db.query('SELECT 1'));
+    await until(() => pool.waitingCount === 1);
+    held.release();
+    await query;
+  });
+
+  it('bad options fail when the pool is wrapped, naming the option', () => {
+    const pool = newPool(1);
+    expect(() => withDeadline(pool, { checkoutOrder: 'lifo' as 'fifo' })).toThrow(InvalidArgumentError);
+    expect(() => withDeadline(pool, { checkoutOrder: 'lifo' as 'fifo' })).toThrow(/checkoutOrder/);
+    expect(() => withDeadline(pool, { lifoAfterMs: -1 })).toThrow(/lifoAfterMs/);
+    expect(() => withDeadline(pool, { lifoAfterMs: Number.NaN })).toThrow(/lifoAfterMs/);
+  });
+});
