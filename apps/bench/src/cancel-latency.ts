@@ -1,18 +1,23 @@
 /**
- * How fast work on a server stops once nobody waits for it any more, seen from the server itself:
+ * How fast work on a server stops once nobody waits for it any more:
  *
  * - Postgres: `SELECT pg_sleep(5)` under a 50 ms budget (`@deadline/pg`); from the deadline's own instant to the
- *   first poll of `pg_stat_activity` that no longer shows the statement active (goal: p99 ≤ 10 ms).
+ *   moment the statement's ErrorResponse (57014, canceled) reaches this process on the statement's own
+ *   connection (goal: p99 ≤ 10 ms). The backend sends it as it stops the statement (it reports itself idle a
+ *   few µs later), so its arrival is an upper bound of the stop that costs the server nothing: no poll
+ *   competes with the cancel for the CPU, and no poll interval is added. Measured alternately with the floor:
+ *   a raw CancelRequest on a new connection, sent at the deadline's exact instant without the library.
  * - MariaDB: `SELECT SLEEP(5)` under a 50 ms budget (`@deadline/mysql`); from the deadline to the first poll of
  *   `information_schema.PROCESSLIST` that no longer shows it (goal: p99 ≤ 20 ms).
  * - Redis: `BLPOP key 0` in a context cancelled while it blocks (`@deadline/redis`); from the cancel to the
  *   first `CLIENT LIST` that no longer flags the connection blocked (goal: p99 ≤ 10 ms).
  *
- * Each watcher has a connection of its own and polls query after query, without sleeping, from just before the
- * deadline (the cancel) until the work is gone; a poll's time is when its answer arrived (an upper bound). A service that does not answer is
- * reported as skipped, with the reason; this never throws and prints nothing.
+ * The MariaDB and Redis watchers have a connection of their own and poll query after query, without sleeping,
+ * from just before the deadline (the cancel) until the work is gone; a poll's time is when its answer arrived
+ * (an upper bound). A service that does not answer is reported as skipped, with the reason; this never throws
+ * and prints nothing.
  */
-import { Socket } from 'node:net';
+import { connect, Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CancelledError, createContext, currentDeadline, DeadlineExceededError, runWithDeadline } from '@deadline/core';
 import { withDeadline as mysqlWithDeadline } from '@deadline/mysql';
@@ -33,6 +38,8 @@ export interface CancelLatencyReport {
   budgetMs: number;
   /** Postgres, MariaDB, Redis, in that order; `skipped` set on a row whose service did not answer. */
   rows: LatencyRow[];
+  /** What the server itself needs, measured alternately with the library's row, the same way: Postgres. */
+  floors: LatencyRow[];
 }
 
 const BUDGET_MS = 50;
@@ -47,7 +54,8 @@ const MYSQL_URL = () => process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/te
 const REDIS_URL = () => process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 const ROWS = {
-  postgres: { name: 'Postgres: deadline → backend no longer active', goalMs: 10 },
+  postgres: { name: 'Postgres: deadline → statement cancelled (57014 received)', goalMs: 10 },
+  postgresFloor: { name: 'Postgres floor: raw CancelRequest at the deadline → 57014 received', goalMs: 10 },
   mysql: { name: 'MariaDB: deadline → statement killed', goalMs: 20 },
   redis: { name: 'Redis: cancel → BLPOP no longer blocked', goalMs: 10 },
 } as const;
@@ -57,23 +65,36 @@ export async function measureCancelLatency(
   progress: (line: string) => void,
 ): Promise<CancelLatencyReport> {
   const rows: LatencyRow[] = [];
+  const floors: LatencyRow[] = [];
+  const row = (key: keyof typeof ROWS, samples: readonly number[]) =>
+    latencyRow(ROWS[key].name, samples, ROWS[key].goalMs, `p99 ≤ ${ROWS[key].goalMs} ms`);
+  const skipped = (key: keyof typeof ROWS, error: unknown) =>
+    skippedRow(
+      ROWS[key].name,
+      ROWS[key].goalMs,
+      `p99 ≤ ${ROWS[key].goalMs} ms`,
+      error instanceof Skip ? error.message : `failed: ${describe(error)}`,
+    );
+  const tick = (label: string) => (run: number) => progress(`cancel latency: ${label}, run ${run}/${options.runs}`);
+  try {
+    const { library, floor } = await measurePostgres(options.runs, tick('Postgres'));
+    rows.push(row('postgres', library));
+    floors.push(row('postgresFloor', floor));
+  } catch (error) {
+    rows.push(skipped('postgres', error));
+    floors.push(skipped('postgresFloor', error));
+  }
   for (const [key, measure] of [
-    ['postgres', measurePostgres],
     ['mysql', measureMysql],
     ['redis', measureRedis],
   ] as const) {
-    const { name, goalMs } = ROWS[key];
-    const goal = `p99 ≤ ${goalMs} ms`;
     try {
-      const samples = await measure(options.runs, (run) =>
-        progress(`cancel latency: ${name.split(':')[0]}, run ${run}/${options.runs}`),
-      );
-      rows.push(latencyRow(name, samples, goalMs, goal));
+      rows.push(row(key, await measure(options.runs, tick(ROWS[key].name.split(':')[0] as string))));
     } catch (error) {
-      rows.push(skippedRow(name, goalMs, goal, error instanceof Skip ? error.message : `failed: ${describe(error)}`));
+      rows.push(skipped(key, error));
     }
   }
-  return { budgetMs: BUDGET_MS, rows };
+  return { budgetMs: BUDGET_MS, rows, floors };
 }
 
 /** The service is not there: the row is skipped with this reason. */
@@ -156,7 +177,23 @@ async function repeat(runs: number, tick: (run: number) => void, once: () => Pro
   return samples;
 }
 
-async function measurePostgres(runs: number, tick: (run: number) => void): Promise<number[]> {
+/** The instant an ErrorResponse arrived on a connection, and its SQLSTATE. */
+interface Received {
+  at: number;
+  code: string | undefined;
+  message: string;
+}
+
+/**
+ * Library and floor, run by run in turn on the same pool, each sample from the deadline's instant to the
+ * arrival of the statement's ErrorResponse. The library's statement is cancelled by `@deadline/pg` at its stop;
+ * the floor's by a CancelRequest written here on a connection opened at the deadline (the timer set just ahead,
+ * then a spin to the exact instant, so no timer lateness is counted in the floor).
+ */
+async function measurePostgres(
+  runs: number,
+  tick: (run: number) => void,
+): Promise<{ library: number[]; floor: number[] }> {
   const url = POSTGRES_URL();
   await reachable('Postgres', url);
   const pool = new pg.Pool({
@@ -166,31 +203,112 @@ async function measurePostgres(runs: number, tick: (run: number) => void): Promi
     connectionTimeoutMillis: 5_000,
   });
   pool.on('error', () => {});
-  const monitor = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
-  monitor.on('error', () => {});
-  try {
-    await connecting('Postgres', monitor.connect());
-    await connecting('Postgres', pool.query('SELECT 1'));
-    const db = pgWithDeadline(pool);
-    const active = async (marker: string) => {
-      // The marker travels as a parameter: the monitor's own statement text never contains it.
-      const { rows } = await monitor.query<{ n: number }>(
-        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1 AND pid <> pg_backend_pid()",
-        [`%${marker}%`],
-      );
-      return (rows[0]?.n ?? 0) > 0;
-    };
-    return await repeat(runs, tick, () => {
-      const marker = newMarker();
-      return deadlineToGone(
-        () => db.query(`SELECT pg_sleep(5) /* ${marker} */`),
-        () => active(marker),
-      );
+  // Read where node-postgres parses the message: the instant its bytes reached this process, before any of
+  // the library's (or the driver's) handling of it.
+  let onReceived: ((received: Received) => void) | undefined;
+  pool.on('connect', (client) => {
+    client.connection.on('errorMessage', (error: { code?: string; message?: string }) => {
+      onReceived?.({ at: performance.now(), code: error.code, message: error.message ?? '' });
     });
+  });
+  /** The next ErrorResponse on any of the pool's connections (one statement runs at a time here). */
+  const nextError = () =>
+    new Promise<Received>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        onReceived = undefined;
+        reject(new Error(`no ErrorResponse within ${LIMIT_MS} ms of the start`));
+      }, LIMIT_MS);
+      onReceived = (received) => {
+        onReceived = undefined;
+        clearTimeout(timer);
+        resolve(received);
+      };
+    });
+  // 57014 from our CancelRequest ("due to user request"), or — the cancel slower than its 50 ms grace — from
+  // the library's statement_timeout belt: either way the moment the statement stopped.
+  const cancelledAfter = (received: Received, deadlineAt: number) => {
+    if (received.code !== '57014') throw new Error(`expected 57014, got ${received.code}: ${received.message}`);
+    return received.at - deadlineAt;
+  };
+  try {
+    await connecting('Postgres', pool.query('SELECT 1'));
+    const { hostname, port } = new URL(url);
+    const db = pgWithDeadline(pool);
+    const library = async () => {
+      const stopped = nextError();
+      stopped.catch(() => {});
+      let deadlineAt = 0;
+      const error = await runWithDeadline(BUDGET_MS, () => {
+        // The deadline's instant on the monotonic clock (performance.now()), not when anybody heard of it.
+        deadlineAt = currentDeadline().expiresAt;
+        return db.query('SELECT pg_sleep(5)');
+      }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      if (!(error instanceof DeadlineExceededError)) {
+        throw new Error(`expected DeadlineExceededError, got ${error === undefined ? 'a result' : describe(error)}`);
+      }
+      return cancelledAfter(await stopped, deadlineAt);
+    };
+    const floor = async () => {
+      const client = await pool.connect();
+      try {
+        const { processID, secretKey } = client as unknown as { processID: number; secretKey: number };
+        const stopped = nextError();
+        stopped.catch(() => {});
+        const deadlineAt = performance.now() + BUDGET_MS;
+        const running = client.query('SELECT pg_sleep(5)').catch(() => {});
+        const delivered = new Promise<void>((resolve) =>
+          setTimeout(() => {
+            while (performance.now() < deadlineAt) {
+              // The deadline's exact instant: a timer's lateness is no part of the floor.
+            }
+            rawCancel(hostname, Number(port || 5432), processID, secretKey).then(resolve);
+          }, BUDGET_MS - 2),
+        );
+        const sample = cancelledAfter(await stopped, deadlineAt);
+        // The connection goes back only once the server closed the cancel connection: Postgres signals the
+        // backend twice (the process, then its group), and a second signal late on a busy machine would cancel
+        // the next statement on it — the library waits for the same close.
+        await Promise.all([running, delivered]);
+        return sample;
+      } finally {
+        client.release();
+      }
+    };
+    const samples = { library: [] as number[], floor: [] as number[] };
+    for (let run = 1 - WARMUP_RUNS; run <= runs; run++) {
+      if (run === 1 || run % 10 === 0) tick(run);
+      // In turn, and each first every other run: neither gets the quieter moments of a shared machine.
+      const [first, second] = run % 2 === 0 ? (['library', 'floor'] as const) : (['floor', 'library'] as const);
+      const a = await (first === 'library' ? library() : floor());
+      const b = await (second === 'library' ? library() : floor());
+      if (run < 1) continue; // warm-up
+      samples[first].push(a);
+      samples[second].push(b);
+    }
+    return samples;
   } finally {
     await pool.end().catch(() => {});
-    await monitor.end().catch(() => {});
   }
+}
+
+/** A CancelRequest as any client sends it: a new connection, 16 bytes; resolves when the server closed it. */
+function rawCancel(host: string, port: number, processID: number, secretKey: number): Promise<void> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port, noDelay: true });
+    socket.on('error', () => {});
+    socket.once('close', () => resolve());
+    socket.once('connect', () => {
+      const message = Buffer.alloc(16);
+      message.writeInt32BE(16, 0);
+      message.writeInt32BE(80877102, 4);
+      message.writeInt32BE(processID, 8);
+      message.writeInt32BE(secretKey, 12);
+      socket.end(message);
+    });
+  });
 }
 
 async function measureMysql(runs: number, tick: (run: number) => void): Promise<number[]> {

@@ -5,9 +5,10 @@
  * clean — the statement it was running failed with 57014, so the cancel was spent on it and cannot land on the
  * next borrower's query. Anything less certain, and the connection is destroyed instead.
  */
+import type { Socket } from 'node:net';
 import { CancelledError, DeadlineExceededError } from '@deadline/core';
 import type { OutgoingCall } from '@deadline/core/internal';
-import { sendCancelRequest } from './cancel-request.js';
+import { type CancelEndpoint, openCancelConnection, sendCancelRequest } from './cancel-request.js';
 
 /** The parts of a pg `Client` / `PoolClient` used (node-postgres 8). */
 export interface PgClientLike {
@@ -17,6 +18,8 @@ export interface PgClientLike {
   host?: string | undefined;
   port?: number | undefined;
   connectionParameters?: { host?: string | undefined; port?: number | undefined } | undefined;
+  /** node-postgres's `Connection`: its socket (a `net.Socket`, or TLS over one) tells which server it reached. */
+  connection?: { stream?: unknown } | undefined;
 }
 
 /** Set on a lease of a user's single `pg.Client`, which is not ours to destroy: cleaning it up is the only way. */
@@ -24,6 +27,26 @@ export const CANNOT_DESTROY = Symbol('cannot destroy');
 
 /** How long the caller's rejection may wait for the server to confirm the cancel. */
 const CONFIRM_MS = 50;
+
+/**
+ * How long before the call's own stop a statement still running gets its cancel connection opened (ms) — at
+ * most half the time it had left when it started, so a short statement under a short budget does not pay for
+ * one. The fork the server makes for it is then behind us when the stop comes; one that ends in time closes it.
+ */
+const CANCEL_AHEAD_MS = 10;
+
+/**
+ * Where the cancel must go: the address the backend's own socket is connected to (the same server behind a
+ * name that resolves to several, and no name to resolve at the stop), else the host and port it was given.
+ */
+function endpointOf(client: PgClientLike): CancelEndpoint {
+  const stream = client.connection?.stream as { remoteAddress?: unknown; remotePort?: unknown } | undefined;
+  if (typeof stream?.remoteAddress === 'string' && typeof stream.remotePort === 'number') {
+    return { host: stream.remoteAddress, port: stream.remotePort };
+  }
+  const params = client.connectionParameters;
+  return { host: params?.host ?? client.host, port: params?.port ?? client.port };
+}
 
 /** The stop, with the driver's error as its cause. */
 function withCause(error: Stop, cause: unknown): Stop {
@@ -56,20 +79,24 @@ export class Session {
   #cancelSpent = false;
   readonly #waiters = new Set<(error: Stop) => void>();
   #lastSettled: Promise<void> = Promise.resolve();
+  /** The cancel connection opened ahead for the statement running near the stop, nothing sent on it yet. */
+  #ahead: Socket | undefined;
+  #aheadTimer: NodeJS.Timeout | undefined;
 
   constructor(client: PgClientLike, call: OutgoingCall) {
     this.client = client;
     this.call = call;
     call.onStop((error) => {
       this.#stopped = error;
+      const ahead = this.#takeAhead();
       if (this.#active !== undefined) {
-        const params = client.connectionParameters;
-        this.#cancel = sendCancelRequest({
-          processID: client.processID,
-          secretKey: client.secretKey,
-          host: params?.host ?? client.host,
-          port: params?.port ?? client.port,
-        });
+        // First thing at the stop: the request is one write on a connection opened ahead, else a new one.
+        this.#cancel = sendCancelRequest(
+          { processID: client.processID, secretKey: client.secretKey, ...endpointOf(client) },
+          ahead,
+        );
+      } else {
+        ahead?.destroy();
       }
       for (const reject of this.#waiters) reject(error);
       this.#waiters.clear();
@@ -90,12 +117,13 @@ export class Session {
     if (this.#stopped !== undefined) return Promise.reject(this.#stopped);
     const running = values === undefined ? this.client.query(text) : this.client.query(text, values);
     this.#active = running;
+    this.#openAheadOfStop();
     const settled = running.then(
       () => {
-        if (this.#active === running) this.#active = undefined;
+        if (this.#active === running) this.#statementOver();
       },
       (error: { code?: string }) => {
-        if (this.#active === running) this.#active = undefined;
+        if (this.#active === running) this.#statementOver();
         if (this.#cancel !== undefined && error?.code === QUERY_CANCELED) this.#cancelSpent = true;
       },
     );
@@ -125,6 +153,43 @@ export class Session {
         },
       );
     });
+  }
+
+  /**
+   * Opens the cancel connection shortly before the call's stop is due, if the statement still runs then (a
+   * call without a timeout has no due stop: a cancellation, if any, opens its connection when it comes).
+   */
+  #openAheadOfStop(): void {
+    const timeoutMs = this.call.timeoutMs;
+    if (timeoutMs === undefined || this.#ahead !== undefined || this.#aheadTimer !== undefined) return;
+    const left = timeoutMs - this.call.elapsedMs();
+    // Never at once: a statement that ends within the millisecond (most do) costs the server no connection.
+    const wait = Math.max(1, left - Math.min(CANCEL_AHEAD_MS, left / 2));
+    const timer = setTimeout(() => {
+      this.#aheadTimer = undefined;
+      if (this.#active !== undefined && this.#stopped === undefined) {
+        this.#ahead = openCancelConnection(endpointOf(this.client));
+      }
+    }, wait);
+    timer.unref();
+    this.#aheadTimer = timer;
+  }
+
+  /** Our statement settled: no cancel will be needed for it (one opened ahead is closed unused). */
+  #statementOver(): void {
+    this.#active = undefined;
+    this.#takeAhead()?.destroy();
+  }
+
+  /** The connection opened ahead, if any, now the caller's; the timer that would open one is disarmed. */
+  #takeAhead(): Socket | undefined {
+    if (this.#aheadTimer !== undefined) {
+      clearTimeout(this.#aheadTimer);
+      this.#aheadTimer = undefined;
+    }
+    const ahead = this.#ahead;
+    this.#ahead = undefined;
+    return ahead;
   }
 
   /**

@@ -131,6 +131,83 @@ describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
     expect(p99).toBeLessThan(500);
   }, 60_000);
 
+  it('a statement still running near its deadline has its cancel connection open before the stop, closed after', async () => {
+    const pool = newPool(1);
+    const db = withDeadline(pool);
+    await pool.query('SELECT 1'); // the pool's one connection, open before counting
+    const sockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
+    const before = sockets();
+    let atStop: number | undefined;
+    const error = await runWithDeadline(300, (ctx) => {
+      // Subscribed before the query: told of the stop just before the library, so before the cancel is written.
+      ctx.onStop(() => {
+        atStop = sockets();
+      });
+      return db.query('SELECT pg_sleep(5)');
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect((error as Error).cause).toMatchObject({ code: '57014' });
+    // The pool's connection and the one opened ahead for the cancel.
+    expect(atStop).toBe(before + 1);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(sockets()).toBe(before);
+  });
+
+  it('a statement that ends just before its deadline: the connection opened ahead is closed unused', async () => {
+    const pool = newPool(1);
+    const db = withDeadline(pool, { statementTimeout: false });
+    await monitor.query('CREATE TABLE IF NOT EXISTS deadline_locks (id int PRIMARY KEY, n int)');
+    await monitor.query('INSERT INTO deadline_locks VALUES (2, 0) ON CONFLICT DO NOTHING');
+    const holder = new pg.Client({ connectionString: POSTGRES.url });
+    await holder.connect();
+    const pid = (await pool.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+    const sockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
+    const before = sockets();
+    let endedInTime = 0;
+    try {
+      for (let i = 0; i < 5 && endedInTime === 0; i++) {
+        await holder.query('BEGIN');
+        await holder.query('SELECT * FROM deadline_locks WHERE id = 2 FOR UPDATE');
+        // The lock goes the moment the cancel connection is seen open (~10 ms before the stop): the statement
+        // then ends before its deadline, with a connection opened for a cancel that is not needed.
+        let opened = false;
+        const watch = setInterval(() => {
+          if (!opened && sockets() > before) {
+            opened = true;
+            void holder.query('ROLLBACK');
+          }
+        }, 0.5);
+        const result = await runWithDeadline(300, () =>
+          db.query('UPDATE deadline_locks SET n = n + 1 WHERE id = 2'),
+        ).catch((e: unknown) => e);
+        clearInterval(watch);
+        if (!opened) await holder.query('ROLLBACK');
+        // On a busy machine the stop may still come first (then it is cancelled as usual): try again.
+        if (opened && !(result instanceof Error)) endedInTime++;
+      }
+    } finally {
+      await holder.end();
+    }
+    expect(endedInTime).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(sockets()).toBe(before - 1); // the holder's connection is closed too
+    // No cancel was sent: the same backend, and a statement on it runs to its end.
+    const after = await pool.query('SELECT pg_backend_pid() AS pid, pg_sleep(0.05)');
+    expect(after.rows[0].pid).toBe(pid);
+  });
+
+  it('the cancel goes to the address the connection reached, whatever name it was given (localhost)', async () => {
+    const url = new URL(POSTGRES.url);
+    if (url.hostname !== '127.0.0.1') return;
+    url.hostname = 'localhost';
+    const pool = new pg.Pool({ connectionString: url.href, max: 1 });
+    pools.push(pool);
+    const db = withDeadline(pool);
+    const error = await runWithDeadline(100, () => db.query('SELECT pg_sleep(5)')).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect((error as Error).cause).toMatchObject({ code: '57014' });
+  });
+
   it('the server-side belt: statement_timeout is set for the statement, and back to default on the connection', async () => {
     const pool = newPool(1);
     const db = withDeadline(pool);
