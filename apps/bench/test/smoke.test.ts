@@ -40,11 +40,23 @@ it('the benchmark runs in quick mode and writes a report with every row', async 
     }
     // The other benchmarks ran and reported their rows (figures are for full runs, not checked here).
     expect(report.precision.expiry.rows.length).toBeGreaterThan(0);
+    // Beside the figures, what else went on while they were taken (the client's own event-loop delay…).
+    expect(report.precision.expiry.conditions.eventLoopDelay.p99).toBeGreaterThanOrEqual(0);
+    expect(report.precision.expiry.conditions.server).toMatch(/^own process/);
+    for (const row of [...report.precision.expiry.rows, ...report.precision.expiry.floor]) {
+      expect(row.late).toBeGreaterThanOrEqual(row.lateDuringGc);
+      expect(row.undisturbed.n).toBeLessThanOrEqual(row.n);
+    }
     expect(report.precision.hops.perHop).toHaveLength(2);
     expect(report.cancel.rows.map((row: { name: string }) => row.name)).toHaveLength(3);
     expect(report.overload.skipped === null ? report.overload.variants.length : 2).toBe(2);
     expect(report.memory.requests).toBeGreaterThan(0);
     expect(await readFile(join(dir, 'bench-chart.svg'), 'utf8')).toMatch(/^<svg/);
+    // The run's time, per benchmark and in all (a full run must fit in 10 minutes).
+    expect(report.seconds.total).toBeGreaterThan(0);
+    expect(Object.keys(report.seconds)).toEqual(
+      expect.arrayContaining(['overhead', 'fetchOverhead', 'precision', 'cancel', 'overload', 'memory', 'total']),
+    );
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
