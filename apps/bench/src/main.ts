@@ -162,7 +162,7 @@ latencyTable([...precision.expiry.rows, ...precision.expiry.floor]);
       `load average ${c.loadAverage.join(' → ')}; ${c.involuntaryContextSwitches} preemptions; GC pauses in batches ${c.gcPausesInBatches} ` +
       `(longest ${c.gcLongestMs} ms); silent server: ${c.server}, client on CPU ${c.clientCpus}.`,
   );
-  console.log(`p99 over the batches whose loop never stalled ≥ 3 ms: ${undisturbed}.`);
+  console.log(`p99 over the calls during which the client's loop never stalled ≥ 3 ms: ${undisturbed}.`);
 }
 console.log(`\nBudget lost per hop (fastify → express → fastify, ${precision.hops.sentBudgetMs} ms sent, no margin):`);
 latencyTable(precision.hops.perHop);

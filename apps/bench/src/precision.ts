@@ -9,8 +9,9 @@
  *   The silent server runs in a process of its own (on the other core when it can be pinned), so the client's
  *   loop does nothing but the measured calls; a full GC runs before each batch. Beside the figures, what else
  *   went on: the client's own event-loop delay (a 1 ms timer probe), GC pauses inside batches, preemptions, load
- *   average, and per row the calls late beyond the goal during a GC or in a batch whose loop stalled. On a shared
- *   machine the tail is the machine's: a late call comes with a stalled loop, for the floor as for the library.
+ *   average, and per row the calls late beyond the goal during a GC pause or while the loop was stalled. On a
+ *   shared machine the tail is the machine's: a late call comes with a stalled loop, for the floor as for the
+ *   library.
  *   The floor fires early now and then (Node's timers run on a cached whole-ms clock); the library never does,
  *   which costs it about half a millisecond at the median: `early` and `min` say so.
  * - budget lost per hop: a chain fastify → express → fastify, each hop forwarding with `createFetch({ marginMs:
@@ -53,13 +54,16 @@ export interface ExpiryRow extends LatencyRow {
   min: number | null;
   /** Calls that rejected before their budget had passed (the platform's timers may fire early; ours must not). */
   early: number;
-  /** Calls later than the goal (+3 ms), and of those: during a GC pause; in a batch whose event loop stalled ≥ 3 ms. */
+  /**
+   * Calls later than the goal (+3 ms), and of those: during a GC pause; while the client's event loop was stalled
+   * ≥ 3 ms (a 1 ms timer in the same process fired that late, between the call's deadline and its rejection).
+   */
   late: number;
   lateDuringGc: number;
-  lateInStalledBatch: number;
+  lateDuringStall: number;
   /**
-   * The same figures over the batches in which the client's event loop never stalled ≥ 3 ms (the 1 ms probe):
-   * what the library and the platform give when the machine lets the process run. Beside p99, never instead.
+   * The same figures over the calls during which the client's loop never stalled ≥ 3 ms: what the library and the
+   * platform give when the machine lets the process run. Beside p99, never instead.
    */
   undisturbed: { n: number; p50: number | null; p99: number | null };
 }
@@ -213,8 +217,36 @@ interface ExpirySample {
   rejectedAt: number;
   /** rejectedAt − due (ms). */
   late: number;
-  /** The 1 ms probe's worst delay in the batch this call ran in (ms). */
-  batchStallMs: number;
+}
+
+/**
+ * When the client's loop was held up: a 1 ms interval notes each gap of at least `thresholdMs` beyond its period,
+ * as the stretch [when it was due, when it ran] on performance.now().
+ */
+class StallRecorder {
+  readonly stalls: { from: number; to: number }[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  #last = 0;
+  constructor(readonly thresholdMs: number) {}
+
+  start(): void {
+    this.#last = performance.now();
+    this.#timer = setInterval(() => {
+      const now = performance.now();
+      const due = this.#last + LOOP_PROBE_MS;
+      if (now - due >= this.thresholdMs) this.stalls.push({ from: due, to: now });
+      this.#last = now;
+    }, LOOP_PROBE_MS);
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+  }
+
+  /** Whether a stall overlapped [from, to]. */
+  during(from: number, to: number): boolean {
+    return this.stalls.some((s) => s.to > from && s.from < to);
+  }
 }
 
 async function measureExpiry(options: PrecisionOptions, progress: (line: string) => void) {
@@ -230,7 +262,7 @@ async function measureExpiry(options: PrecisionOptions, progress: (line: string)
   );
 
   /** One call: its rejection, measured from just before the deadline context starts. */
-  const expireOnce = async (variant: ExpiryVariant, budget: number): Promise<Omit<ExpirySample, 'batchStallMs'>> => {
+  const expireOnce = async (variant: ExpiryVariant, budget: number): Promise<ExpirySample> => {
     const started = performance.now();
     let error: unknown;
     try {
@@ -259,28 +291,27 @@ async function measureExpiry(options: PrecisionOptions, progress: (line: string)
       gcPauses.push({ start: entry.startTime, end: entry.startTime + entry.duration });
   });
   let batchWindows: { start: number; end: number }[] = [];
+  const stalls = new StallRecorder(EXPIRY_GOAL_MS);
   let switches = 0;
 
   const batch = async (variant: ExpiryVariant, budget: number, size: number): Promise<ExpirySample[]> => {
     // Each batch starts from a collected heap: a major GC owed to the previous batch's garbage does not land here.
     gc?.();
-    const stall = monitorEventLoopDelay({ resolution: LOOP_PROBE_MS });
     const usage = process.resourceUsage();
     const start = performance.now();
     loopDelay.enable();
-    stall.enable();
+    stalls.start();
     const out = await Promise.all(
       Array.from({ length: size }, async (_, i) => {
         if (i > 0) await sleep(i * STAGGER_MS);
         return expireOnce(variant, budget);
       }),
     );
-    stall.disable();
+    stalls.stop();
     loopDelay.disable();
     batchWindows.push({ start, end: performance.now() });
     switches += process.resourceUsage().involuntaryContextSwitches - usage.involuntaryContextSwitches;
-    const batchStallMs = Math.max(0, stall.max / 1e6 - LOOP_PROBE_MS);
-    return out.map((s) => ({ ...s, batchStallMs }));
+    return out;
   };
 
   let conditions: ExpiryConditions;
@@ -335,7 +366,7 @@ async function measureExpiry(options: PrecisionOptions, progress: (line: string)
     options.budgets.map((budget) => {
       const own = samples.get(`${variant} ${budget}`) as ExpirySample[];
       const late = own.filter((s) => s.late > EXPIRY_GOAL_MS);
-      const quiet = own.filter((s) => s.batchStallMs < EXPIRY_GOAL_MS);
+      const quiet = own.filter((s) => !stalls.during(s.due, s.rejectedAt));
       const quietRow = latencyRow(
         '',
         quiet.map((s) => s.late),
@@ -354,7 +385,7 @@ async function measureExpiry(options: PrecisionOptions, progress: (line: string)
         early: own.filter((s) => s.late < 0).length,
         late: late.length,
         lateDuringGc: late.filter(duringGc).length,
-        lateInStalledBatch: late.filter((s) => s.batchStallMs >= EXPIRY_GOAL_MS).length,
+        lateDuringStall: late.filter((s) => stalls.during(s.due, s.rejectedAt)).length,
         undisturbed: { n: quiet.length, p50: quietRow.p50, p99: quietRow.p99 },
       };
     });
