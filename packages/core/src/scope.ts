@@ -13,7 +13,7 @@
 
 import { timerDelay } from './clock.js';
 import type { Deadline } from './deadline.js';
-import { publishCancelled, publishEnd, publishExceeded } from './diagnostics.js';
+import { publishCancelled, publishEnd, publishExceeded, publishStart } from './diagnostics.js';
 import { CancelledError, DeadlineExceededError, withoutStack } from './errors.js';
 import { storage } from './storage.js';
 import type { TraceContext } from './trace.js';
@@ -199,6 +199,17 @@ export class Scope implements OwnedContext {
     this.bindings = meta.bindings ?? NO_BINDINGS;
     this.detached = detached;
     this._cancellable = cancellable;
+  }
+
+  /**
+   * @internal A request's root context, as `createContext({ root: true, deadline, trace, hop })` makes it, for
+   * server adapters that checked their hop once at registration: the per-call option checks (the hop's pattern
+   * among them) were a measurable part of starting a request.
+   */
+  static root(deadline: Deadline, trace: TraceContext | undefined, hop: string): Scope {
+    const scope = new Scope(undefined, deadline, { trace, hop, baggage: undefined, bindings: undefined }, false, true);
+    publishStart(scope);
+    return scope;
   }
 
   /** @internal Whether anything could ever stop this scope; if not, it needs no signal and keeps no listeners. */

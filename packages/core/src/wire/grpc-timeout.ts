@@ -3,7 +3,7 @@
  * https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md
  */
 import { InvalidArgumentError } from '../errors.js';
-import { isDigits, type Refusal, singleValue } from './header-value.js';
+import { digitsValue, type Refusal, singleValue } from './header-value.js';
 
 const MAX_DIGITS = 8;
 const MAX_VALUE = 99_999_999;
@@ -33,11 +33,10 @@ export function parseGrpcTimeoutValue(raw: unknown): number | Refusal {
   const text = singleValue(raw);
   if (typeof text !== 'string') return text;
   const unit = UNIT_NS[text.charAt(text.length - 1)];
-  const digits = text.slice(0, -1);
-  if (unit === undefined || !isDigits(digits, MAX_DIGITS)) {
+  const value = digitsValue(text.slice(0, -1), MAX_DIGITS);
+  if (unit === undefined || value === -1) {
     return { refusal: 'not a gRPC timeout (1 to 8 digits and a unit: H, M, S, m, u or n)' };
   }
-  const value = Number(digits);
   // ≤ 99,999,999 H is 3.6e20 ns: above 2^53 the product loses digits, but only far beyond any clamp.
   return value > 0 ? (value * unit) / NS_PER_MS : { refusal: 'zero is not a budget' };
 }

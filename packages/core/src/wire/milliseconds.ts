@@ -2,7 +2,7 @@
  * Whole-millisecond budgets: `X-Request-Deadline`, `Connect-Timeout-Ms`, Envoy's timeout headers.
  */
 import { InvalidArgumentError } from '../errors.js';
-import { isDigits, type Refusal, singleValue } from './header-value.js';
+import { digitsValue, isDigits, type Refusal, singleValue } from './header-value.js';
 
 /** Connect's limit, and ours: 10 digits is 115 days, far beyond any sane request budget. */
 export const MAX_MS_DIGITS = 10;
@@ -16,10 +16,10 @@ const MAX_MS_VALUE = 9_999_999_999;
 export function parseMilliseconds(raw: unknown): number | Refusal {
   const text = singleValue(raw);
   if (typeof text !== 'string') return text;
-  if (!isDigits(text, MAX_MS_DIGITS)) {
+  const ms = digitsValue(text, MAX_MS_DIGITS);
+  if (ms === -1) {
     return { refusal: isDigits(text, 64) ? 'more than 10 digits' : 'not a whole number of milliseconds' };
   }
-  const ms = Number(text);
   return ms > 0 ? ms : { refusal: 'zero is not a budget (several systems read 0 as "no timeout")' };
 }
 

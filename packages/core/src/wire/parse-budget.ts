@@ -101,21 +101,47 @@ const NO_BUDGET: ParsedBudget = Object.freeze({
 
 const MAX_EPOCH_DIGITS = 16;
 
+type PlainHeaders = Readonly<Record<string, unknown>>;
+
 interface Reader {
   header: BudgetHeader;
+  /**
+   * The header from a plain headers object (node's `req.headers`), by its literal name. Each is its own load
+   * site, so each stays a fast monomorphic load: one shared `headers[name]` site sees every name and turns
+   * megamorphic, a slow lookup per header per request.
+   */
+  read(headers: PlainHeaders): unknown;
   parse(raw: unknown): number | Refusal;
 }
 
 const READERS: Readonly<Record<DeadlineDialect, Reader>> = {
-  deadline: { header: REQUEST_DEADLINE_HEADER, parse: parseMilliseconds },
-  grpc: { header: GRPC_TIMEOUT_HEADER, parse: parseGrpcTimeoutValue },
-  connect: { header: CONNECT_TIMEOUT_HEADER, parse: parseMilliseconds },
-  envoy: { header: ENVOY_EXPECTED_TIMEOUT_HEADER, parse: parseMilliseconds },
+  deadline: { header: REQUEST_DEADLINE_HEADER, read: (h) => h['x-request-deadline'], parse: parseMilliseconds },
+  grpc: { header: GRPC_TIMEOUT_HEADER, read: (h) => h['grpc-timeout'], parse: parseGrpcTimeoutValue },
+  connect: { header: CONNECT_TIMEOUT_HEADER, read: (h) => h['connect-timeout-ms'], parse: parseMilliseconds },
+  envoy: {
+    header: ENVOY_EXPECTED_TIMEOUT_HEADER,
+    read: (h) => h['x-envoy-expected-rq-timeout-ms'],
+    parse: parseMilliseconds,
+  },
 };
+
+const readDeadlineAt = (h: PlainHeaders): unknown => h['x-request-deadline-at'];
+
+/** A header understood but not accepted by this receiver, and why. */
+interface Refused extends Pick<Reader, 'header' | 'read'> {
+  reason: string;
+}
+
+/** The header `reader` reads, from node's plain headers or from anything with `get()` (fetch's Headers). */
+function readFrom(headers: HeaderSource, reader: Pick<Reader, 'header' | 'read'>): unknown {
+  if (typeof (headers as { get?: unknown }).get === 'function') return readHeader(headers, reader.header);
+  return reader.read(headers as PlainHeaders);
+}
 
 function absoluteReader(skewMs: number, now: () => number): Reader {
   return {
     header: REQUEST_DEADLINE_AT_HEADER,
+    read: readDeadlineAt,
     parse(raw) {
       const text = singleValue(raw);
       if (typeof text !== 'string') return text;
@@ -156,12 +182,17 @@ export function createBudgetParser(options: BudgetParserOptions = {}): BudgetPar
     readers.push(absoluteReader(skewMs, now));
   }
   // Headers we understand but this receiver does not accept: reported, so a misconfiguration is visible.
-  const refused: [BudgetHeader, string][] = ALL_DIALECTS.filter((d) => !dialects.includes(d)).map((d) => [
-    READERS[d].header,
-    'dialect not accepted here',
-  ]);
+  const refused: Refused[] = ALL_DIALECTS.filter((d) => !dialects.includes(d)).map((d) => ({
+    header: READERS[d].header,
+    read: READERS[d].read,
+    reason: 'dialect not accepted here',
+  }));
   if (readers.length === dialects.length) {
-    refused.push([REQUEST_DEADLINE_AT_HEADER, 'absolute form not accepted here (see the absolute option)']);
+    refused.push({
+      header: REQUEST_DEADLINE_AT_HEADER,
+      read: readDeadlineAt,
+      reason: 'absolute form not accepted here (see the absolute option)',
+    });
   }
 
   return function parseBudget(headers: HeaderSource): ParsedBudget {
@@ -170,7 +201,7 @@ export function createBudgetParser(options: BudgetParserOptions = {}): BudgetPar
     let bestValue: unknown;
     let ignored: IgnoredHeader[] | undefined;
     for (const reader of readers) {
-      const raw = readHeader(headers, reader.header);
+      const raw = readFrom(headers, reader);
       if (raw === undefined) continue;
       const ms = reader.parse(raw);
       if (typeof ms !== 'number') {
@@ -181,9 +212,9 @@ export function createBudgetParser(options: BudgetParserOptions = {}): BudgetPar
         bestValue = raw;
       }
     }
-    for (const [header, reason] of refused) {
-      const raw = readHeader(headers, header);
-      if (raw !== undefined) (ignored ??= []).push({ header, value: printable(raw), reason });
+    for (const item of refused) {
+      const raw = readFrom(headers, item);
+      if (raw !== undefined) (ignored ??= []).push({ header: item.header, value: printable(raw), reason: item.reason });
     }
 
     if (best === undefined) {
