@@ -2,22 +2,23 @@
  * The middleware. Mounted on the app it owns the request's deadline; mounted again on a router it narrows it
  * to that router's limits (the earlier deadline wins; one owner, one log line).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { checkObject, monotonicNow } from '@deadline/core/internal';
-import type { DeadlineServerOptions, LineLogger, RequestDeadline } from '@deadline/server';
+import type { DeadlineServerOptions, LineLogger, RequestBudget, RequestDeadline } from '@deadline/server';
 import {
   createParser,
   emitInContext,
+  finishOnClose,
+  isRequestContinuation,
+  isResponseContinuation,
   isTrusted,
-  REQUEST_EVENTS,
-  RESPONSE_EVENTS,
   RequestState,
   rawHost,
+  requestTrace,
   resolveBudget,
   resolveOptions,
-  startRequest,
 } from '@deadline/server/internal';
-import { attach, stateOf } from './prototypes.js';
+import { attach, isExpressExchange, stateOf } from './prototypes.js';
 
 /** The request as express gives it to a middleware; kept structural so express 4 and 5 types both fit. */
 type Request = IncomingMessage & { deadline?: RequestDeadline };
@@ -70,27 +71,36 @@ export function deadline(options?: ExpressDeadlineOptions) {
   const host = rawHost(logger);
   const parse = createParser(resolved as never);
   const trust = resolved.trust;
+  const budgetOf = (req: Request, headers: IncomingHttpHeaders): RequestBudget => {
+    const trusted =
+      trust === undefined || isTrusted(trust, req, (req as { log?: LineLogger }).log ?? logger, resolved.hop);
+    return resolveBudget(headers, trusted, parse, resolved.limits);
+  };
 
+  // Every property read on express's req or res is a slow lookup (each has a hidden class of its own, see
+  // prototypes.ts): each is read once, and `req.log` only for a `trust` predicate.
   return function deadlineMiddleware(req: Request, res: ServerResponse, next: Next): void {
-    const trusted = isTrusted(trust, req, (req as { log?: LineLogger }).log ?? logger, resolved.hop);
-    const existing = stateOf(req) ?? req.deadline;
+    const arrivedAt = monotonicNow();
+    const express = isExpressExchange(req, res);
+    // On express's objects `req.deadline` is a getter over the same state: `stateOf` spares the lookup.
+    const existing = express ? stateOf(req) : req.deadline;
+    const headers = req.headers;
     if (existing instanceof RequestState) {
       // A router's own limits: narrow the running deadline, never extend it.
-      if (existing.narrow(resolveBudget(req.headers, trusted, parse, resolved.limits), resolved.limits.minMs)) {
-        existing.context.run(next);
-      }
+      if (existing.narrow(budgetOf(req, headers), resolved.limits.minMs)) existing.context.run(next);
       return;
     }
-    const arrivedAt = monotonicNow();
-    const budget = resolveBudget(req.headers, trusted, parse, resolved.limits);
-    const state = startRequest(req, res, resolved as never, host, budget, arrivedAt);
-    if (!attach(req, res, state)) {
-      // Not express's objects (plain connect, a test double): wire this request's own objects instead.
+    const budget = budgetOf(req, headers);
+    const trace = requestTrace(headers);
+    const state = new RequestState(req, res, resolved as never, host, budget, arrivedAt, trace, undefined);
+    if (express) {
+      attach(req, state);
+    } else {
       req.deadline = state;
-      emitInContext(req, state, REQUEST_EVENTS);
-      emitInContext(res, state, RESPONSE_EVENTS);
+      emitInContext(req, state, isRequestContinuation);
+      emitInContext(res, state, isResponseContinuation);
+      finishOnClose(res, state);
     }
-    if (state.outcome !== undefined) return;
-    state.context.run(next);
+    if (state.admit(resolved.limits.minMs)) state.context.run(next);
   };
 }

@@ -6,17 +6,28 @@
  * req and res (`setPrototypeOf` to `app.request`), after which V8 cannot share hidden classes between them, and
  * each new own property costs a slow runtime call, then slows every later property access on that object. Counted
  * with callgrind, that was most of this middleware's cost. Defined once on the shared prototypes, with the
- * per-request state in a WeakMap, it is paid once per process.
+ * per-request state in a WeakMap, it is paid once per process. For the same reason the response's end is seen
+ * in the wrapped `emit` rather than through a `close` listener added to each response.
  */
 
 import type { EventEmitter } from 'node:events';
 import { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestDeadline } from '@deadline/server';
-import { needsContext, REQUEST_EVENTS, RESPONSE_EVENTS, type RequestState } from '@deadline/server/internal';
+import {
+  isRequestContinuation,
+  isResponseContinuation,
+  needsContext,
+  type RequestState,
+} from '@deadline/server/internal';
 
-/** Each request's state, for `req.deadline` and the event wrapper. Entries go with their request. */
+/**
+ * Each request's state, for `req.deadline` and the event wrappers. An entry goes with its request: the state
+ * lets go of req and res when the response closes (see RequestState.req), so no value reaches its key.
+ */
 const states = new WeakMap<object, RequestState>();
 const patched = new WeakSet<object>();
+
+type Emit = (this: EventEmitter, event: string | symbol, ...args: unknown[]) => boolean;
 
 /** express's shared `express.request` / `express.response` behind an app's, or undefined if this is not express. */
 function sharedPrototype(object: object, nodeProto: object): object | undefined {
@@ -26,49 +37,67 @@ function sharedPrototype(object: object, nodeProto: object): object | undefined 
   return shared === null || shared === nodeProto ? undefined : shared;
 }
 
-function wrapEmit(
-  proto: object,
-  events: ReadonlySet<string | symbol>,
-  stateOf: (self: object) => RequestState | undefined,
-) {
-  const target = proto as { emit: (...args: unknown[]) => boolean };
+function patchRequest(proto: object): void {
+  Object.defineProperty(proto, 'deadline', {
+    configurable: true,
+    get(this: object): RequestDeadline | undefined {
+      return states.get(this);
+    },
+    // Someone else's `req.deadline = …` must not throw: it becomes that request's own property, as before.
+    set(this: object, value: unknown) {
+      Object.defineProperty(this, 'deadline', { value, writable: true, configurable: true, enumerable: true });
+    },
+  });
+  const target = proto as { emit: Emit };
   const emit = target.emit;
   target.emit = function emitInRequestContext(this: EventEmitter, ...args: unknown[]): boolean {
-    const state = needsContext(this, args[0], events) ? stateOf(this) : undefined;
+    const state = needsContext(this, args[0], isRequestContinuation) ? states.get(this) : undefined;
+    if (state === undefined) return Reflect.apply(emit, this, args) as boolean;
+    return state.context.run(Reflect.apply, emit, this, args) as boolean;
+  };
+}
+
+function patchResponse(proto: object): void {
+  const target = proto as { emit: Emit };
+  const emit = target.emit;
+  target.emit = function emitInResponseContext(this: EventEmitter, ...args: unknown[]): boolean {
+    if (args[0] === 'close') {
+      // Before the listeners: those that read `req.deadline.outcome` on close see how the request ended.
+      states.get((this as ServerResponse).req)?.finish();
+      return Reflect.apply(emit, this, args) as boolean;
+    }
+    const state = needsContext(this, args[0], isResponseContinuation)
+      ? states.get((this as ServerResponse).req)
+      : undefined;
     if (state === undefined) return Reflect.apply(emit, this, args) as boolean;
     return state.context.run(Reflect.apply, emit, this, args) as boolean;
   };
 }
 
 /**
- * Attaches `state` to `req` and `res`: `req.deadline`, and their stream events emitted in its context.
- * Returns false when these are not express objects (the caller falls back to per-object wiring).
+ * Whether `req` and `res` are express's objects, whose shared prototypes then carry `req.deadline`, the event
+ * wrappers and the response's end (patched on first sight). When not (plain connect, a test double), the caller
+ * wires the request's own objects instead.
  * @internal
  */
-export function attach(req: IncomingMessage, res: ServerResponse, state: RequestState): boolean {
+export function isExpressExchange(req: IncomingMessage, res: ServerResponse): boolean {
   const reqProto = sharedPrototype(req, IncomingMessage.prototype);
   const resProto = sharedPrototype(res, ServerResponse.prototype);
   if (reqProto === undefined || resProto === undefined) return false;
   if (!patched.has(reqProto)) {
     patched.add(reqProto);
-    Object.defineProperty(reqProto, 'deadline', {
-      configurable: true,
-      get(this: object): RequestDeadline | undefined {
-        return states.get(this);
-      },
-      // Someone else's `req.deadline = …` must not throw: it becomes that request's own property, as before.
-      set(this: object, value: unknown) {
-        Object.defineProperty(this, 'deadline', { value, writable: true, configurable: true, enumerable: true });
-      },
-    });
-    wrapEmit(reqProto, REQUEST_EVENTS, (self) => states.get(self));
+    patchRequest(reqProto);
   }
   if (!patched.has(resProto)) {
     patched.add(resProto);
-    wrapEmit(resProto, RESPONSE_EVENTS, (self) => states.get((self as ServerResponse).req));
+    patchResponse(resProto);
   }
-  states.set(req, state);
   return true;
+}
+
+/** Attaches `state` to express's `req` (see {@link isExpressExchange}). @internal */
+export function attach(req: IncomingMessage, state: RequestState): void {
+  states.set(req, state);
 }
 
 /** The state attached to `req`, if any. @internal */

@@ -4,8 +4,15 @@
  */
 
 export { createParser, isTrusted, resolveBudget } from './budget.js';
-export { emitInContext, needsContext, REQUEST_EVENTS, RESPONSE_EVENTS } from './events-in-context.js';
+export { emitInContext, isRequestContinuation, isResponseContinuation, needsContext } from './events-in-context.js';
 export { type ResolvedLimits, type ResolvedOptions, resolveLimits, resolveOptions } from './options.js';
 export { rawHost } from './raw-host.js';
-export { type RequestHost, RequestState, reportHookError, startRequest } from './request-deadline.js';
+export {
+  finishOnClose,
+  type RequestHost,
+  RequestState,
+  reportHookError,
+  requestTrace,
+  startRequest,
+} from './request-deadline.js';
 export { type DeadlineAnswer, deadlineAnswer, silenceLateWrites, writeAnswer } from './respond.js';

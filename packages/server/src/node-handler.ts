@@ -5,7 +5,7 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import { findDeadlineError } from '@deadline/core';
 import { checkObject, findCircuitRefusal, monotonicNow } from '@deadline/core/internal';
 import { createParser, isTrusted, resolveBudget } from './budget.js';
-import { emitInContext, REQUEST_EVENTS, RESPONSE_EVENTS } from './events-in-context.js';
+import { emitInContext, isRequestContinuation, isResponseContinuation } from './events-in-context.js';
 import { type DeadlineServerOptions, type LineLogger, type ResolvedOptions, resolveOptions } from './options.js';
 import { rawHost } from './raw-host.js';
 import { type RequestDeadline, type RequestState, startRequest } from './request-deadline.js';
@@ -62,8 +62,8 @@ export function deadlineHandler(
     const state = startRequest(req, res, resolved as never, host, budget, arrivedAt);
     (req as DeadlineRequest).deadline = state;
     if (state.outcome !== undefined) return;
-    emitInContext(req, state, REQUEST_EVENTS);
-    emitInContext(res, state, RESPONSE_EVENTS);
+    emitInContext(req, state, isRequestContinuation);
+    emitInContext(res, state, isResponseContinuation);
     state.context.run(invoke, handler, req as DeadlineRequest, res, state);
   };
 }
@@ -78,30 +78,32 @@ function invoke(
   try {
     result = handler(req, res);
   } catch (error) {
-    fail(state, error);
+    fail(state, req, res, error);
     return;
   }
-  if (result instanceof Promise) result.catch((error: unknown) => fail(state, error));
+  if (result instanceof Promise) result.catch((error: unknown) => fail(state, req, res, error));
 }
 
-function fail(state: RequestState, error: unknown): void {
+/** `req` and `res` passed along: a handler may fail after the response closed, when the state has let go of them. */
+function fail(state: RequestState, req: IncomingMessage, res: ServerResponse, error: unknown): void {
   const typed = findDeadlineError(error);
   state.recordError(typed);
   if (typed !== undefined) {
     const answer = deadlineAnswer(typed, state.budget.budgetMs, monotonicNow() - state.arrivedAt, state.options.hop);
-    if (writeAnswer(state.res, answer, typed)) state.answeredWith = answer.statusCode;
+    if (writeAnswer(res, answer, typed)) state.answeredWith = answer.statusCode;
     return;
   }
   const refusal = findCircuitRefusal(error);
-  if (refusal !== undefined && !state.res.headersSent) {
+  if (refusal !== undefined && !res.headersSent) {
     // A circuit breaker refused the call: 503 with its Retry-After, not a 500.
-    state.res.writeHead(refusal.statusCode, { 'content-type': 'text/plain; charset=utf-8', ...refusal.headers });
-    state.res.end(refusal.message);
-  } else if (!state.res.headersSent) {
-    state.res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });
-    state.res.end('Internal Server Error');
-  } else if (!state.res.writableEnded) {
-    state.res.destroy(error instanceof Error ? error : undefined);
+    res.writeHead(refusal.statusCode, { 'content-type': 'text/plain; charset=utf-8', ...refusal.headers });
+    res.end(refusal.message);
+  } else if (!res.headersSent) {
+    res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });
+    res.end('Internal Server Error');
+  } else if (!res.writableEnded) {
+    res.destroy(error instanceof Error ? error : undefined);
   }
-  state.host.logger(state)?.warn({ err: error, hop: state.options.hop }, 'deadline: the handler failed');
+  const logger = (req as { log?: LineLogger }).log ?? state.host.logger(state);
+  logger?.warn({ err: error, hop: state.options.hop }, 'deadline: the handler failed');
 }

@@ -14,12 +14,14 @@ import { deadlineAnswer, writeAnswer } from './respond.js';
 export function rawHost(logger: LineLogger | undefined): RequestHost {
   return {
     logger(state: RequestState): LineLogger | undefined {
-      return (state.req as { log?: LineLogger }).log ?? logger;
+      return (state.req as { log?: LineLogger } | undefined)?.log ?? logger;
     },
     answer(state: RequestState, error: DeadlineExceededError | CancelledError): boolean {
+      const res = state.res;
+      if (res === undefined) return false;
       const answer = deadlineAnswer(error, state.budget.budgetMs, monotonicNow() - state.arrivedAt, state.options.hop);
       // Inside the request's context, so lines the host logs while answering carry its trace.
-      return state.context.run(writeAnswer, state.res, answer, error);
+      return state.context.run(writeAnswer, res, answer, error);
     },
   };
 }

@@ -6,7 +6,7 @@
  * The reliable end signal is the response's `close` event: without `writableFinished` it means the client
  * left before the answer (fastify 5's `request.signal` and `onRequestAbort` were seen to misfire for POSTs).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import {
   CancelledError,
   createContext,
@@ -17,9 +17,10 @@ import {
   findDeadlineError,
   type OwnedContext,
   type StopReason,
+  type TraceContext,
   traceFrom,
 } from '@deadline/core';
-import { monotonicNow } from '@deadline/core/internal';
+import { monotonicNow, Scope } from '@deadline/core/internal';
 import type { RequestBudget } from './budget.js';
 import { hasRequestEndSubscribers, publishRequestEnd } from './diagnostics.js';
 import type { LineLogger, ResolvedLimits, ResolvedOptions } from './options.js';
@@ -106,8 +107,13 @@ export class RequestState implements RequestDeadline {
   /** Status of the answer this hop gave for the handler (504/499), if it did. */
   answeredWith: number | undefined;
   readonly arrivedAt: number;
-  readonly req: IncomingMessage;
-  readonly res: ServerResponse;
+  /**
+   * The exchange, released when the response closes: a finished state may live on (express keeps it in a
+   * WeakMap for `req.deadline`), and V8's young-generation collector treats a WeakMap's values as strong, so a
+   * state still pointing at its request kept every request's objects alive until a full collection.
+   */
+  req: IncomingMessage | undefined;
+  res: ServerResponse | undefined;
   readonly options: ResolvedOptions<never>;
   readonly host: RequestHost;
   /** The adapter's own per-request object (fastify: the reply). */
@@ -122,6 +128,7 @@ export class RequestState implements RequestDeadline {
     host: RequestHost,
     budget: RequestBudget,
     arrivedAt: number,
+    trace: TraceContext,
     hostData: unknown,
   ) {
     this.req = req;
@@ -131,12 +138,8 @@ export class RequestState implements RequestDeadline {
     this.hostData = hostData;
     this.budget = budget;
     this.arrivedAt = arrivedAt;
-    this.#root = createContext({
-      root: true,
-      deadline: Deadline.at(arrivedAt + budget.budgetMs, arrivedAt),
-      trace: traceFrom(req.headers.traceparent, req.headers.tracestate),
-      hop: options.hop,
-    });
+    // createContext({ root: true, … }) without its option checks: the hop was checked with the options.
+    this.#root = Scope.root(Deadline.at(arrivedAt + budget.budgetMs, arrivedAt), trace, options.hop);
     this.context = this.#root;
     this.#unsubscribe = this.context.onStop((reason) => this.#stopped(reason));
   }
@@ -229,7 +232,8 @@ export class RequestState implements RequestDeadline {
     if (hook === undefined) return;
     try {
       hook({
-        req: this.req,
+        // Set: expiry is only heard while the request runs.
+        req: this.req as IncomingMessage,
         hop: this.options.hop,
         budgetMs: this.budget.budgetMs,
         elapsedMs: monotonicNow() - this.arrivedAt,
@@ -240,10 +244,20 @@ export class RequestState implements RequestDeadline {
     }
   }
 
-  /** The response closed: classify, cancel work left running if the client went away, end, log. */
+  /**
+   * Whether the request may run: refuses it at once (504) when its budget is below the route's minimum.
+   */
+  admit(minMs: number): boolean {
+    if (this.budget.budgetMs >= minMs) return true;
+    this.refuse(minMs);
+    return false;
+  }
+
+  /** The response closed: classify, cancel work left running if the client went away, end, log. Once. */
   finish(): void {
-    this.#unsubscribe();
     const res = this.res;
+    if (res === undefined) return;
+    this.#unsubscribe();
     const disconnected = !res.writableFinished && this.outcome === undefined;
     if (disconnected) {
       this.outcome = 'cancelled';
@@ -255,8 +269,8 @@ export class RequestState implements RequestDeadline {
     const statusCode = this.answeredWith ?? (disconnected ? 499 : res.statusCode);
     if (this.outcome === undefined) {
       // Answered through the framework's error handling: our errors carry status 504 and the header.
-      const exceededBy = res.getHeader(DEADLINE_EXCEEDED_BY_HEADER);
-      if (statusCode === 504 && typeof exceededBy === 'string') {
+      const exceededBy = statusCode === 504 ? res.getHeader(DEADLINE_EXCEEDED_BY_HEADER) : undefined;
+      if (typeof exceededBy === 'string') {
         this.outcome = 'deadline_exceeded';
         this.exceededBy = exceededBy;
       } else {
@@ -265,6 +279,8 @@ export class RequestState implements RequestDeadline {
     }
     this.#root.end();
     this.#writeLine(statusCode);
+    this.req = undefined;
+    this.res = undefined;
   }
 
   #writeLine(statusCode: number): void {
@@ -275,12 +291,13 @@ export class RequestState implements RequestDeadline {
     const logs = logger !== undefined && enabled(logger, level as 'info' | 'debug' | 'warn');
     if (!logs && !hasRequestEndSubscribers()) return;
     const budget = this.budget;
+    const req = this.req as IncomingMessage;
     const line: RequestLine = {
       traceId: this.#root.trace?.traceId as string,
       hop: this.options.hop,
-      method: this.req.method ?? 'GET',
+      method: req.method ?? 'GET',
       // express rewrites req.url inside mounted routers; originalUrl keeps what the client asked for.
-      path: pathOf((this.req as { originalUrl?: string }).originalUrl ?? this.req.url),
+      path: pathOf((req as { originalUrl?: string }).originalUrl ?? req.url),
       budgetSource: budget.header ?? 'default',
       budgetHeader: budget.value,
       budgetMs: Math.round(budget.budgetMs),
@@ -332,13 +349,35 @@ export function reportHookError(logger: LineLogger | undefined, hook: string, er
 function enabled(logger: LineLogger, level: 'info' | 'debug' | 'warn'): boolean {
   if (typeof logger.isLevelEnabled === 'function') return logger.isLevelEnabled(level);
   const method = logger[level];
-  return typeof method === 'function' && method.name !== 'noop';
+  // Remembered per method: reading a function's `name` is a runtime call, and the same logger comes every time.
+  if (method !== lastMethod) {
+    lastMethod = method;
+    lastMethodWrites = typeof method === 'function' && method.name !== 'noop';
+  }
+  return lastMethodWrites;
 }
+let lastMethod: unknown;
+let lastMethodWrites = false;
 
 function pathOf(url: string | undefined): string {
   if (url === undefined) return '/';
   const query = url.indexOf('?');
   return query === -1 ? url : url.slice(0, query);
+}
+
+/** The request's trace: the caller's, continued, or a new one. @internal */
+export function requestTrace(headers: IncomingHttpHeaders): TraceContext {
+  return traceFrom(headers.traceparent, headers.tracestate);
+}
+
+/**
+ * Ends the request's deadline when its response closes. For adapters that cannot see the response's events
+ * otherwise (express sees them on its shared prototype and registers nothing).
+ * @internal
+ */
+export function finishOnClose(res: ServerResponse, state: RequestState): void {
+  // `close` comes once per response; `on` spares the wrapper `once` would allocate per request.
+  res.on('close', () => state.finish());
 }
 
 /**
@@ -357,9 +396,8 @@ export function startRequest(
   limits: ResolvedLimits = options.limits,
   hostData?: unknown,
 ): RequestState {
-  const state = new RequestState(req, res, options, host, budget, arrivedAt, hostData);
-  // `close` comes once per response; `on` spares the wrapper `once` would allocate per request.
-  res.on('close', () => state.finish());
-  if (budget.budgetMs < limits.minMs) state.refuse(limits.minMs);
+  const state = new RequestState(req, res, options, host, budget, arrivedAt, requestTrace(req.headers), hostData);
+  finishOnClose(res, state);
+  state.admit(limits.minMs);
   return state;
 }
