@@ -171,6 +171,8 @@ const cancel = await phase('cancel', () => measureCancelLatency({ runs: quick ? 
 done();
 console.log(`\nCancel latency: from the deadline (${cancel.budgetMs} ms budget) to the work gone on the server:`);
 latencyTable(cancel.rows);
+console.log('Floor, measured alternately the same way: a raw CancelRequest sent at the deadline, without the library:');
+latencyTable(cancel.floors);
 
 const overload = await phase('overload', () => measureOverload({ quick }, progress));
 done();
