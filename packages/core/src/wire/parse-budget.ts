@@ -133,9 +133,8 @@ interface Refused extends Pick<Reader, 'header' | 'read'> {
 }
 
 /** The header `reader` reads, from node's plain headers or from anything with `get()` (fetch's Headers). */
-function readFrom(headers: HeaderSource, reader: Pick<Reader, 'header' | 'read'>): unknown {
-  if (typeof (headers as { get?: unknown }).get === 'function') return readHeader(headers, reader.header);
-  return reader.read(headers as PlainHeaders);
+function readFrom(headers: HeaderSource, plain: boolean, reader: Pick<Reader, 'header' | 'read'>): unknown {
+  return plain ? reader.read(headers as PlainHeaders) : readHeader(headers, reader.header);
 }
 
 function absoluteReader(skewMs: number, now: () => number): Reader {
@@ -200,8 +199,9 @@ export function createBudgetParser(options: BudgetParserOptions = {}): BudgetPar
     let bestHeader: BudgetHeader | undefined;
     let bestValue: unknown;
     let ignored: IgnoredHeader[] | undefined;
+    const plain = typeof (headers as { get?: unknown }).get !== 'function';
     for (const reader of readers) {
-      const raw = readFrom(headers, reader);
+      const raw = readFrom(headers, plain, reader);
       if (raw === undefined) continue;
       const ms = reader.parse(raw);
       if (typeof ms !== 'number') {
@@ -213,7 +213,7 @@ export function createBudgetParser(options: BudgetParserOptions = {}): BudgetPar
       }
     }
     for (const item of refused) {
-      const raw = readFrom(headers, item);
+      const raw = readFrom(headers, plain, item);
       if (raw !== undefined) (ignored ??= []).push({ header: item.header, value: printable(raw), reason: item.reason });
     }
 
