@@ -1,13 +1,17 @@
 /**
  * Who gets the next free resource (a pooled connection) when callers wait for it: first come, first served
- * while the queue moves; newest first once it stands.
+ * while the queue keeps up with its waiters' deadlines; newest first once it does not.
  *
  * Why: under a request budget a waiter that has queued long is near its deadline. Served in arrival order,
  * a saturated pool hands every connection to the request with the least time left, whose statement is then
  * cut — the database works, nobody gets an answer, and the queue never drains. Served newest first, the
  * connection goes to a request with time to use it, and the old waiters leave the queue at their deadline
- * without having cost the database anything ("adaptive LIFO", as in Facebook's "Fail at scale", 2015). While
- * the oldest waiter has waited less than `lifoAfterMs` the queue is only a burst, and arrival order is fairer.
+ * without having cost the database anything ("adaptive LIFO", as in Facebook's "Fail at scale", 2015).
+ *
+ * When to switch is read off the deadlines, not a fixed wait: newest first once the oldest waiter has spent
+ * in the queue as long as it has left. Before that, the queue may be long but it still serves every waiter in
+ * time (a steady 200 ms wait under 1 s budgets), and arrival order is the fair one: switching there would
+ * leave the oldest to starve for nothing.
  */
 import type { OutgoingCall } from './call.js';
 import { monotonicNow, timerDelay } from './clock.js';
@@ -15,6 +19,8 @@ import { DeadlineExceededError } from './errors.js';
 
 interface Waiter {
   readonly since: number;
+  /** When its call must stop (monotonic ms; Infinity without a deadline). */
+  readonly stopsAt: number;
   readonly resolve: () => void;
   off: () => void;
   /** Fires when the time left no longer covers `reserveMs`. */
@@ -23,14 +29,8 @@ interface Waiter {
 
 /** @internal */
 export class WaitQueue {
-  readonly #lifoAfterMs: number;
   /** In arrival order. */
   readonly #waiters: Waiter[] = [];
-
-  /** `lifoAfterMs`: Infinity serves in arrival order always. */
-  constructor(lifoAfterMs: number) {
-    this.#lifoAfterMs = lifoAfterMs;
-  }
 
   get size(): number {
     return this.#waiters.length;
@@ -49,7 +49,9 @@ export class WaitQueue {
     const spareMs = call.timeoutMs === undefined ? Infinity : call.timeoutMs - call.elapsedMs() - reserveMs;
     if (reserveMs > 0 && spareMs <= 0) return Promise.reject(notEnoughTime(call, reserveMs));
     return new Promise<void>((resolve, reject) => {
-      const waiter: Waiter = { since: monotonicNow(), resolve, off: () => {}, timer: undefined };
+      const now = monotonicNow();
+      const stopsAt = call.timeoutMs === undefined ? Infinity : now + call.timeoutMs - call.elapsedMs();
+      const waiter: Waiter = { since: now, stopsAt, resolve, off: () => {}, timer: undefined };
       this.#waiters.push(waiter);
       waiter.off = call.onStop((reason) => {
         this.#leave(waiter);
@@ -62,11 +64,16 @@ export class WaitQueue {
     });
   }
 
-  /** Gives one waiter its turn: the oldest while the queue moves, the newest once it stands. False if none waits. */
+  /**
+   * Gives one waiter its turn: the oldest, unless the oldest has already waited as long as it has left — then
+   * the newest. False if none waits.
+   */
   serveNext(): boolean {
     const waiters = this.#waiters;
     if (waiters.length === 0) return false;
-    const standing = monotonicNow() - (waiters[0] as Waiter).since >= this.#lifoAfterMs;
+    const oldest = waiters[0] as Waiter;
+    const now = monotonicNow();
+    const standing = now - oldest.since >= oldest.stopsAt - now;
     const waiter = (standing ? waiters.pop() : waiters.shift()) as Waiter;
     waiter.off();
     clearTimeout(waiter.timer);

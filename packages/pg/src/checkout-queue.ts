@@ -1,8 +1,8 @@
 /**
  * The checkout of a `pg.Pool`, in front of its own first-in-first-out queue. While the pool has a connection
  * free (idle, or room for a new one), a checkout goes straight to `pool.connect()`. Once it has none, callers
- * inside a deadline wait here instead, in core's `WaitQueue`: served in arrival order while the queue moves,
- * newest first once it stands (the oldest waiters are those with the least time left; see wait-queue.ts), and
+ * inside a deadline wait here instead, in core's `WaitQueue`: served in arrival order while the queue keeps up
+ * with their deadlines, newest first once it does not (see wait-queue.ts), and
  * gone from the queue once their time left no longer covers what a statement here typically takes. A freed connection (the pool's `release` and `remove`
  * events) is handed to the next waiter by letting it call `pool.connect()`.
  *
@@ -42,9 +42,9 @@ export class CheckoutQueue {
   /** What a unit of work typically holds a connection for (ms; a moving average of those that succeeded). */
   #typicalMs = 0;
 
-  private constructor(pool: PgPoolLike & CountingPool, lifoAfterMs: number) {
+  private constructor(pool: PgPoolLike & CountingPool) {
     this.#pool = pool;
-    this.#queue = new WaitQueue(lifoAfterMs);
+    this.#queue = new WaitQueue();
     // 'release' comes before the connection is back among the idle ones: look once pg-pool is done with it.
     const pump = () => this.#schedulePump();
     pool.on('release', pump);
@@ -52,10 +52,10 @@ export class CheckoutQueue {
   }
 
   /** One queue per pool (two wrappers of one pool share it), or undefined for a pool that does not count. */
-  static of(pool: PgPoolLike, lifoAfterMs: number): CheckoutQueue | undefined {
+  static of(pool: PgPoolLike): CheckoutQueue | undefined {
     if (!isCountingPool(pool)) return undefined;
     let queue = queues.get(pool);
-    if (queue === undefined) queues.set(pool, (queue = new CheckoutQueue(pool, lifoAfterMs)));
+    if (queue === undefined) queues.set(pool, (queue = new CheckoutQueue(pool)));
     return queue;
   }
 

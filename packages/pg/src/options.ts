@@ -35,15 +35,14 @@ export interface PgDeadlineOptions {
   circuitBreaker?: CallGuard | undefined;
   /**
    * Who gets a connection when the pool has none free, among the queries waiting inside a deadline context.
-   * `'adaptive'`: in arrival order while the queue moves, newest first once the oldest has waited
-   * `lifoAfterMs` — under overload the oldest waiters are the ones with the least time left, and a connection
-   * given to them is spent on statements their deadline then cuts; a waiter whose deadline passes leaves the
-   * queue without touching the database. `'fifo'`: pg-pool's own queue, in arrival order. Default `'adaptive'`
-   * (a pool without pg-pool's counts, or a single client, is always `'fifo'`).
+   * `'adaptive'`: in arrival order while the queue keeps up with its waiters' deadlines, newest first once the
+   * oldest waiter has waited as long as it has left — under overload the oldest waiters are the ones with the
+   * least time left, and a connection given to them is spent on statements their deadline then cuts. A waiter
+   * leaves the queue, without touching the database, once its time left no longer covers what a statement on
+   * this pool typically takes. `'fifo'`: pg-pool's own queue, in arrival order, each waiter until its
+   * deadline. Default `'adaptive'` (a pool without pg-pool's counts, or a single client, is always `'fifo'`).
    */
   checkoutOrder?: 'adaptive' | 'fifo' | undefined;
-  /** With `checkoutOrder: 'adaptive'`: how long the oldest waiter waits before the newest go first (ms). Default 100. */
-  lifoAfterMs?: number | undefined;
 }
 
 /** @internal */
@@ -55,8 +54,7 @@ export interface ResolvedPgOptions {
   minMs: number | undefined;
   statementTimeout: boolean;
   guard: CallGuard | undefined;
-  /** undefined: pg-pool's own order. */
-  lifoAfterMs: number | undefined;
+  checkoutOrder: 'adaptive' | 'fifo';
 }
 
 /** @internal */
@@ -80,6 +78,6 @@ export function resolvePgOptions(
     minMs: checkNumber('minMs', options?.minMs),
     statementTimeout,
     guard: checkGuard('circuitBreaker', options?.circuitBreaker),
-    lifoAfterMs: checkoutOrder === 'fifo' ? undefined : (checkNumber('lifoAfterMs', options?.lifoAfterMs) ?? 100),
+    checkoutOrder,
   };
 }

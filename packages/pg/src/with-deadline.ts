@@ -132,7 +132,7 @@ export function withDeadline<P extends PgPoolLike | PgClient>(
 ): DeadlinePool<P> {
   const pool: PgPoolLike = isClient(poolOrClient) ? clientAsPool(poolOrClient) : (poolOrClient as PgPoolLike);
   const resolved = resolvePgOptions(options, databaseOf(pool.options));
-  const queue = resolved.lifoAfterMs === undefined ? undefined : CheckoutQueue.of(pool, resolved.lifoAfterMs);
+  const queue = resolved.checkoutOrder === 'fifo' ? undefined : CheckoutQueue.of(pool);
   const checkout = (call: OutgoingCall) => checkoutFrom(pool, queue, call);
   const inContext = () => storage.getStore() !== undefined;
   return {
