@@ -231,16 +231,24 @@ class StallRecorder {
 
   start(): void {
     this.#last = performance.now();
-    this.#timer = setInterval(() => {
-      const now = performance.now();
-      const due = this.#last + LOOP_PROBE_MS;
-      if (now - due >= this.thresholdMs) this.stalls.push({ from: due, to: now });
-      this.#last = now;
-    }, LOOP_PROBE_MS);
+    this.#timer = setInterval(() => this.#tick(), LOOP_PROBE_MS);
   }
 
+  /**
+   * Stops probing, noting first a stall still under way: a batch ends with its last rejection, which may come
+   * out of a stall before the probe has had its turn again, and that stall (over the batch's last calls, by
+   * construction the late ones) would otherwise go unrecorded and those calls count as undisturbed.
+   */
   stop(): void {
     clearInterval(this.#timer);
+    this.#tick();
+  }
+
+  #tick(): void {
+    const now = performance.now();
+    const due = this.#last + LOOP_PROBE_MS;
+    if (now - due >= this.thresholdMs) this.stalls.push({ from: due, to: now });
+    this.#last = now;
   }
 
   /** Whether a stall overlapped [from, to]. */

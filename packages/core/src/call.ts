@@ -160,12 +160,27 @@ export class OutgoingCall {
     if (scope?._stoppable === true) {
       this.#unsubscribe = scope._subscribe((reason) => this.#stop(this.#fromContext(reason)), !ownTimer);
     }
-    if (ownTimer && !this.#ended && this.#stopped === undefined) {
-      const delay = timerDelay(timeoutMs - (monotonicNow() - this.startedAt));
-      this.#timer = setTimeout(() => this.#stop(this.#timedOut()), delay);
-      this.#timer.unref();
-    }
+    if (ownTimer && !this.#ended && this.#stopped === undefined) this.#armTimer(timeoutMs);
     return off;
+  }
+
+  /** Arms the call's own timer (unref'd) for what is left of `timeoutMs`. */
+  #armTimer(timeoutMs: number): void {
+    const timer = setTimeout(OutgoingCall.#onTimer, timerDelay(timeoutMs - this.elapsedMs()), this);
+    timer.unref();
+    this.#timer = timer;
+  }
+
+  static #onTimer(call: OutgoingCall): void {
+    call.#timer = undefined;
+    const timeoutMs = call.timeoutMs;
+    if (timeoutMs === undefined || call.#ended || call.#stopped !== undefined) return;
+    // As the context's timer (scope.ts): Node's may fire a fraction of a millisecond early (its clock is the
+    // loop's cached one), and a call must not be cut off before its timeout has passed. Wait out the rest with
+    // another timer. Not with setImmediate re-checks: tried, they gain ~0.1 ms at the median but spinning on a
+    // shared CPU gets the process preempted, and the precision benchmark's p99 got worse (3.5 vs 2.5 ms).
+    if (call.elapsedMs() < timeoutMs) call.#armTimer(timeoutMs);
+    else call.#stop(call.#timedOut());
   }
 
   /**
