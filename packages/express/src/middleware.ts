@@ -9,9 +9,9 @@ import {
   createParser,
   emitInContext,
   finishOnClose,
-  isRequestContinuation,
-  isResponseContinuation,
   isTrusted,
+  needsRequestContext,
+  needsResponseContext,
   RequestState,
   rawHost,
   requestTrace,
@@ -97,8 +97,8 @@ export function deadline(options?: ExpressDeadlineOptions) {
       attach(req, state);
     } else {
       req.deadline = state;
-      emitInContext(req, state, isRequestContinuation);
-      emitInContext(res, state, isResponseContinuation);
+      emitInContext(req, state, needsRequestContext);
+      emitInContext(res, state, needsResponseContext);
       finishOnClose(res, state);
     }
     if (state.admit(resolved.limits.minMs)) state.context.run(next);

@@ -13,12 +13,7 @@
 import type { EventEmitter } from 'node:events';
 import { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestDeadline } from '@deadline/server';
-import {
-  isRequestContinuation,
-  isResponseContinuation,
-  needsContext,
-  type RequestState,
-} from '@deadline/server/internal';
+import { needsRequestContext, needsResponseContext, type RequestState } from '@deadline/server/internal';
 
 /**
  * Each request's state, for `req.deadline` and the event wrappers. An entry goes with its request: the state
@@ -29,9 +24,15 @@ const patched = new WeakSet<object>();
 
 type Emit = (this: EventEmitter, event: string | symbol, ...args: unknown[]) => boolean;
 
-/** express's shared `express.request` / `express.response` behind an app's, or undefined if this is not express. */
-function sharedPrototype(object: object, nodeProto: object): object | undefined {
-  const appProto = Object.getPrototypeOf(object) as object | null;
+/** The app prototypes of the last express exchange seen (see isExpressExchange). */
+let lastRequestApp: object | undefined;
+let lastResponseApp: object | undefined;
+
+/**
+ * express's shared `express.request` / `express.response` behind an app's (`appProto`, the prototype of a req or
+ * res), or undefined if this is not express.
+ */
+function sharedPrototype(appProto: object | null, nodeProto: object): object | undefined {
   if (appProto === null || !Object.hasOwn(appProto, 'app')) return undefined;
   const shared = Object.getPrototypeOf(appProto) as object | null;
   return shared === null || shared === nodeProto ? undefined : shared;
@@ -51,7 +52,7 @@ function patchRequest(proto: object): void {
   const target = proto as { emit: Emit };
   const emit = target.emit;
   target.emit = function emitInRequestContext(this: EventEmitter, ...args: unknown[]): boolean {
-    const state = needsContext(this, args[0], isRequestContinuation) ? states.get(this) : undefined;
+    const state = needsRequestContext(this, args[0]) ? states.get(this) : undefined;
     if (state === undefined) return Reflect.apply(emit, this, args) as boolean;
     return state.context.run(Reflect.apply, emit, this, args) as boolean;
   };
@@ -66,9 +67,7 @@ function patchResponse(proto: object): void {
       states.get((this as ServerResponse).req)?.finish();
       return Reflect.apply(emit, this, args) as boolean;
     }
-    const state = needsContext(this, args[0], isResponseContinuation)
-      ? states.get((this as ServerResponse).req)
-      : undefined;
+    const state = needsResponseContext(this, args[0]) ? states.get((this as ServerResponse).req) : undefined;
     if (state === undefined) return Reflect.apply(emit, this, args) as boolean;
     return state.context.run(Reflect.apply, emit, this, args) as boolean;
   };
@@ -81,9 +80,16 @@ function patchResponse(proto: object): void {
  * @internal
  */
 export function isExpressExchange(req: IncomingMessage, res: ServerResponse): boolean {
-  const reqProto = sharedPrototype(req, IncomingMessage.prototype);
-  const resProto = sharedPrototype(res, ServerResponse.prototype);
+  // The same app as last time (nearly always): its prototypes were checked and patched then. Each
+  // `getPrototypeOf` of express's objects is a runtime call; this spares two of them, and the rest of the checks.
+  const reqApp = Object.getPrototypeOf(req) as object | null;
+  const resApp = Object.getPrototypeOf(res) as object | null;
+  if (reqApp === lastRequestApp && resApp === lastResponseApp && reqApp !== null) return true;
+  const reqProto = sharedPrototype(reqApp, IncomingMessage.prototype);
+  const resProto = sharedPrototype(resApp, ServerResponse.prototype);
   if (reqProto === undefined || resProto === undefined) return false;
+  lastRequestApp = reqApp as object;
+  lastResponseApp = resApp as object;
   if (!patched.has(reqProto)) {
     patched.add(reqProto);
     patchRequest(reqProto);

@@ -2,7 +2,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { DeadlineExceededError } from '@deadline/core';
+import { currentContext, DeadlineExceededError } from '@deadline/core';
 import { deadlineMixin } from '@deadline/pino';
 import express from 'express';
 import express4 from 'express4';
@@ -205,6 +205,39 @@ for (const [name, framework] of [
         const ok = await request(`${url2}/ok`, { headers: { 'x-request-deadline': '700', 'x-boom': '1' } });
         expect(await ok.body.json()).toEqual({ budgetMs: 15_000, trusted: false });
         expect(lines.some((l) => l.msg === 'deadline: the trust hook threw')).toBe(true);
+      } finally {
+        await close(server2);
+      }
+    });
+
+    it('a request’s end runs its listeners in the request’s context, before or after the answer', async () => {
+      const app2 = framework();
+      app2.use(deadline({ serviceName: 'orders' }));
+      const inContext: boolean[] = [];
+      // Answered first: Node's own 'end' listener joins the handler's.
+      app2.get('/after', (req, res) => {
+        const ctx = currentContext();
+        res.json({ ok: true });
+        req.on('end', () => inContext.push(ctx !== undefined && currentContext() === ctx));
+      });
+      // The handler's listener alone, the answer from inside it.
+      app2.get('/before', (req, res) => {
+        const ctx = currentContext();
+        req.on('end', () => {
+          inContext.push(ctx !== undefined && currentContext() === ctx);
+          res.json({ ok: true });
+        });
+        req.resume();
+      });
+      app2.get('/plain', (_req, res) => res.json({ ok: true }));
+      const { url: url2, server: server2 } = await listen(app2);
+      try {
+        for (const path of ['/plain', '/after', '/before', '/plain', '/after', '/before']) {
+          const res = await request(`${url2}${path}`);
+          expect(await res.body.json()).toEqual({ ok: true });
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        expect(inContext).toEqual([true, true, true, true]);
       } finally {
         await close(server2);
       }

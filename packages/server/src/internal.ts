@@ -4,7 +4,7 @@
  */
 
 export { createParser, isTrusted, resolveBudget } from './budget.js';
-export { emitInContext, isRequestContinuation, isResponseContinuation, needsContext } from './events-in-context.js';
+export { emitInContext, needsRequestContext, needsResponseContext } from './events-in-context.js';
 export { type ResolvedLimits, type ResolvedOptions, resolveLimits, resolveOptions } from './options.js';
 export { rawHost } from './raw-host.js';
 export {

@@ -5,7 +5,7 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import { findDeadlineError } from '@deadline/core';
 import { checkObject, findCircuitRefusal, monotonicNow } from '@deadline/core/internal';
 import { createParser, isTrusted, resolveBudget } from './budget.js';
-import { emitInContext, isRequestContinuation, isResponseContinuation } from './events-in-context.js';
+import { emitInContext, needsRequestContext, needsResponseContext } from './events-in-context.js';
 import { type DeadlineServerOptions, type LineLogger, type ResolvedOptions, resolveOptions } from './options.js';
 import { rawHost } from './raw-host.js';
 import { type RequestDeadline, type RequestState, startRequest } from './request-deadline.js';
@@ -62,8 +62,8 @@ export function deadlineHandler(
     const state = startRequest(req, res, resolved as never, host, budget, arrivedAt);
     (req as DeadlineRequest).deadline = state;
     if (state.outcome !== undefined) return;
-    emitInContext(req, state, isRequestContinuation);
-    emitInContext(res, state, isResponseContinuation);
+    emitInContext(req, state, needsRequestContext);
+    emitInContext(res, state, needsResponseContext);
     state.context.run(invoke, handler, req as DeadlineRequest, res, state);
   };
 }
