@@ -21,8 +21,8 @@ export interface InstructionsRow {
   ratio: number;
 }
 
-/** Responses before counting starts: the server's code compiled and settled (no deoptimisations left). */
-const WARM_UP = 8_000;
+/** Responses before counting starts: Node 22 and 24 are still compiling hot code (tier-up) at 8,000. */
+const WARM_UP = 30_000;
 
 export function canCountInstructions(): boolean {
   return spawnSync('valgrind', ['--version']).status === 0 && spawnSync('callgrind_control', ['-h']).status !== null;
