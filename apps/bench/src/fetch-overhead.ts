@@ -11,6 +11,7 @@ import { runWithDeadline } from '@deadline/core';
 import { deadlineInterceptor } from '@deadline/http';
 import { Agent, type Dispatcher } from 'undici';
 import { canPin } from './overhead.js';
+import { readyUrl } from './ready-url.js';
 
 export interface FetchOverheadOptions {
   rounds: number;
@@ -43,13 +44,7 @@ async function startDownstream(): Promise<{ url: string; child: ChildProcess }> 
     ? ['taskset', ['-c', String(DOWNSTREAM_CPU), process.execPath, script]]
     : [process.execPath, [script]];
   const child = spawn(command[0] as string, command[1] as string[], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let output = '';
-  for await (const chunk of child.stdout as AsyncIterable<Buffer>) {
-    output += chunk.toString();
-    const match = /READY (\d+)/.exec(output);
-    if (match) return { url: `http://127.0.0.1:${match[1]}/`, child };
-  }
-  throw new Error('the downstream exited before listening');
+  return { url: await readyUrl(child, 'the downstream exited before listening'), child };
 }
 
 interface Variant {

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import { readyUrl } from './ready-url.js';
 import { BASELINE, VARIANTS, type Variant } from './servers.js';
 
 export interface InstructionsRow {
@@ -45,15 +46,7 @@ async function count(variant: Variant, requests: number, dir: string): Promise<n
     { stdio: ['ignore', 'pipe', 'ignore'] },
   );
   try {
-    let output = '';
-    let port: string | undefined;
-    for await (const chunk of child.stdout as AsyncIterable<Buffer>) {
-      output += chunk.toString();
-      port = /READY (\d+)/.exec(output)?.[1];
-      if (port !== undefined) break;
-    }
-    if (port === undefined) throw new Error(`${variant}: the server did not start under valgrind`);
-    const url = `http://127.0.0.1:${port}/`;
+    const url = await readyUrl(child, `${variant}: the server did not start under valgrind`);
     // One load run, on one set of connections, counted in its middle: new connections make V8 deoptimize and
     // recompile Node's own HTTP code, a fixed cost (~460M instructions here) that would otherwise land in the
     // window and shrink every ratio towards 1.

@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import type { MemoryChildMessage, MemoryParentMessage, MemorySnapshot } from './memory-protocol.js';
 import { canPin } from './overhead.js';
+import { readyUrl } from './ready-url.js';
 
 export interface MemoryOptions {
   /** Requests driven through the app in all, warm-up included (the issue's figure: 1,000,000). */
@@ -80,13 +81,7 @@ async function startDownstream(): Promise<{ url: string; child: ChildProcess }> 
   const script = fileURLToPath(new URL('./hello-server.js', import.meta.url));
   // Not pinned: it inherits this process's CPU (the load generator's, when main.ts pinned it).
   const child = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let output = '';
-  for await (const chunk of child.stdout as AsyncIterable<Buffer>) {
-    output += chunk.toString();
-    const match = /READY (\d+)/.exec(output);
-    if (match) return { url: `http://127.0.0.1:${match[1]}/`, child };
-  }
-  throw new Error('memory: the downstream exited before listening');
+  return { url: await readyUrl(child, 'memory: the downstream exited before listening'), child };
 }
 
 /** The measured process, and a way to ask it for snapshots. */

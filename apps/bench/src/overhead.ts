@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import { readyUrl } from './ready-url.js';
 import { BASELINE, VARIANTS, type Variant } from './servers.js';
 
 export interface OverheadOptions {
@@ -69,13 +70,7 @@ async function startServer(variant: Variant): Promise<{ url: string; child: Chil
   const child = spawn(...pinned(SERVER_CPU, [process.execPath, script, variant]), {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  let output = '';
-  for await (const chunk of child.stdout as AsyncIterable<Buffer>) {
-    output += chunk.toString();
-    const match = /READY (\d+)/.exec(output);
-    if (match) return { url: `http://127.0.0.1:${match[1]}/`, child };
-  }
-  throw new Error(`server for ${variant} exited before listening`);
+  return { url: await readyUrl(child, `server for ${variant} exited before listening`), child };
 }
 
 /** User + system CPU time of a process so far, in µs (Linux /proc); undefined elsewhere. */

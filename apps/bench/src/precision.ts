@@ -39,6 +39,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { Agent, request } from 'undici';
 import { canPin } from './overhead.js';
 import { type LatencyRow, latencyRow, round2 } from './precision-stats.js';
+import { readyUrl } from './ready-url.js';
 
 export interface PrecisionOptions {
   /** Requests per budget for the expiry rows, and runs of the three-hop chain. */
@@ -166,14 +167,12 @@ async function silentServer(): Promise<{ url: string; pinned: boolean; close: ()
     child.kill();
     await exited;
   };
-  let output = '';
-  for await (const chunk of child.stdout as AsyncIterable<Buffer>) {
-    output += chunk.toString();
-    const match = /READY (\d+)/.exec(output);
-    if (match) return { url: `http://127.0.0.1:${match[1]}/`, pinned, close };
+  try {
+    return { url: await readyUrl(child, 'precision: the silent server exited before listening'), pinned, close };
+  } catch (error) {
+    await close();
+    throw error;
   }
-  await close();
-  throw new Error('precision: the silent server exited before listening');
 }
 
 /** A full, synchronous GC: `global.gc` when node runs with --expose-gc, else exposed at run time; undefined if neither works. */

