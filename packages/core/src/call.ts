@@ -10,8 +10,10 @@ import type { CallGuard, CallPermit } from './call-guard.js';
 import { monotonicNow, timerDelay } from './clock.js';
 import {
   type CallEndMessage,
+  hasCallOutlivedSubscribers,
   hasCallSubscribers,
   publishCallEnd,
+  publishCallOutlived,
   publishCallStart,
   publishExceeded,
 } from './diagnostics.js';
@@ -242,7 +244,12 @@ export class OutgoingCall {
         givenMs: this.timeoutMs ?? Number.POSITIVE_INFINITY,
       });
     }
-    if (!hasCallSubscribers()) return;
+    // A call left running by an owner that is done with its context (an unawaited query): told apart, so it
+    // can be logged against its request.
+    const released = this.#scope?._released();
+    const reportOutlived =
+      released !== undefined && (released._outlivedReporter !== undefined || hasCallOutlivedSubscribers());
+    if (!hasCallSubscribers() && !reportOutlived) return;
     // As in a hop's own request line: an answer with a 5xx status is an error, even without an exception.
     const outcome: CallEndMessage['outcome'] =
       cause === undefined
@@ -254,16 +261,23 @@ export class OutgoingCall {
           : cause instanceof CancelledError
             ? 'cancelled'
             : 'error';
-    publishCallEnd({
+    const endedAt = monotonicNow();
+    const message: CallEndMessage = {
       context: this.#scope,
       target: this.target,
       remainingMs: this.remainingMs,
       timeoutMs: this.timeoutMs,
-      elapsedMs: monotonicNow() - this.startedAt,
+      elapsedMs: endedAt - this.startedAt,
       outcome,
       statusCode,
       error: cause,
-    });
+    };
+    publishCallEnd(message);
+    if (reportOutlived) {
+      const outlived = { ...message, context: this.#scope as Scope, outlivedMs: endedAt - released._releasedAt };
+      publishCallOutlived(outlived);
+      released._outlivedReporter?.callOutlived(outlived);
+    }
   }
 
   /**

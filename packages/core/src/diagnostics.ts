@@ -39,6 +39,12 @@ export const DiagnosticsChannel = {
   /** An outgoing call finished, failed or was cut off. Message: {@link CallEndMessage}. */
   CallEnd: 'deadline:call:end',
   /**
+   * An outgoing call ended after the owner of its context was done (a response sent while the handler left the
+   * call running, unawaited): once per such call, after its `deadline:call:end`. Message:
+   * {@link CallOutlivedMessage}.
+   */
+  CallOutlived: 'deadline:call:outlived',
+  /**
    * A circuit breaker (`@deadline/resilience`) changed state. An open circuit becomes half-open lazily, so that
    * transition is published when the breaker next observes it (a call, a `state` read). Message:
    * {@link BreakerStateMessage}.
@@ -141,6 +147,24 @@ export interface CallEndMessage extends CallStartMessage {
 }
 
 /**
+ * Message of {@link DiagnosticsChannel.CallOutlived}: the call, and how long it outlived its context's owner.
+ *
+ * @example
+ * ```ts
+ * diagnostics.subscribe(DiagnosticsChannel.CallOutlived, (message) => {
+ *   const { target, outlivedMs } = message as CallOutlivedMessage;
+ *   log.warn({ target, outlivedMs }, 'a call outlived its request: run it with runInBackground()');
+ * });
+ * ```
+ */
+export interface CallOutlivedMessage extends CallEndMessage {
+  /** The call's context. */
+  context: DeadlineContext;
+  /** Time from the owner's end (the response) to the call's end, in ms. */
+  outlivedMs: number;
+}
+
+/**
  * Message of {@link DiagnosticsChannel.BreakerState}: one per transition of a circuit breaker. The same object
  * is the breaker's `'state'` event.
  *
@@ -206,6 +230,7 @@ const cancelled = diagnostics.channel(DiagnosticsChannel.Cancelled);
 const propagate = diagnostics.channel(DiagnosticsChannel.Propagate);
 const callStart = diagnostics.channel(DiagnosticsChannel.CallStart);
 const callEnd = diagnostics.channel(DiagnosticsChannel.CallEnd);
+const callOutlived = diagnostics.channel(DiagnosticsChannel.CallOutlived);
 const breakerState = diagnostics.channel(DiagnosticsChannel.BreakerState);
 
 /** @internal */
@@ -243,6 +268,14 @@ export function publishCallStart(message: CallStartMessage): void {
 /** @internal */
 export function publishCallEnd(message: CallEndMessage): void {
   if (callEnd.hasSubscribers) callEnd.publish(message);
+}
+/** @internal */
+export function hasCallOutlivedSubscribers(): boolean {
+  return callOutlived.hasSubscribers;
+}
+/** @internal */
+export function publishCallOutlived(message: CallOutlivedMessage): void {
+  if (callOutlived.hasSubscribers) callOutlived.publish(message);
 }
 /** @internal */
 export function publishBreakerState(message: BreakerStateMessage): void {

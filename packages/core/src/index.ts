@@ -25,6 +25,7 @@ export { Deadline } from './deadline.js';
 export {
   type BreakerStateMessage,
   type CallEndMessage,
+  type CallOutlivedMessage,
   type CallStartMessage,
   type CancelledMessage,
   type ContextEndMessage,
@@ -47,7 +48,7 @@ export {
 } from './errors.js';
 export { findDeadlineError, isCancelledError, isDeadlineExceededError } from './guards.js';
 export { type PrepareCallOptions, type PreparedCall, prepareCall } from './prepare-call.js';
-export type { DeadlineContext, OwnedContext, StopListener, StopReason } from './scope.js';
+export type { DeadlineContext, EndOptions, OwnedContext, StopListener, StopReason } from './scope.js';
 export { type TimeoutOptions, timeoutFor } from './timeout-for.js';
 export {
   formatTraceparent,

@@ -19,8 +19,8 @@ export {
   publishPropagate,
 } from './diagnostics.js';
 export { type CircuitRefusal, findCircuitRefusal, markCausedBy } from './guards.js';
-export { Scope } from './scope.js';
+export { type OutlivedReporter, Scope } from './scope.js';
 export { storage } from './storage.js';
-export { checkFunction, checkGuard, checkHop, checkName, checkNumber, checkObject } from './validate.js';
+export { checkBoolean, checkFunction, checkGuard, checkHop, checkName, checkNumber, checkObject } from './validate.js';
 export { WaitQueue } from './wait-queue.js';
 export { type HeaderSource, readHeader } from './wire/headers.js';

@@ -11,8 +11,9 @@
  * storage.ts). They form the protocol named by the storage key's version.
  */
 
-import { timerDelay } from './clock.js';
+import { monotonicNow, timerDelay } from './clock.js';
 import type { Deadline } from './deadline.js';
+import type { CallOutlivedMessage } from './diagnostics.js';
 import { publishCancelled, publishEnd, publishExceeded, publishStart } from './diagnostics.js';
 import { CancelledError, DeadlineExceededError, withoutStack } from './errors.js';
 import { storage } from './storage.js';
@@ -98,8 +99,37 @@ export interface OwnedContext extends DeadlineContext {
   run<A extends unknown[], R>(fn: (...args: A) => R, ...args: A): R;
   /** Cancels the context and, through it, every context derived from it. Idempotent. */
   cancel(reason?: string | Error): void;
-  /** Ends the context: clears its timer, unlinks it, and cancels work still running inside it. Idempotent. */
-  end(): void;
+  /**
+   * Ends the context: the owner is done. By default (Go's rule) it clears its timer, unlinks it, and cancels
+   * work still running inside it. With `{ cancel: false }`, work still running (or started later by code the
+   * owner did not await) keeps going under the context's deadline, and each outgoing call that ends after this
+   * is reported on `deadline:call:outlived`. Idempotent.
+   */
+  end(options?: EndOptions): void;
+}
+
+/**
+ * How {@link OwnedContext.end} treats work still running.
+ *
+ * @example
+ * ```ts
+ * res.once('close', () => ctx.end({ cancel: !res.writableFinished }));
+ * ```
+ */
+export interface EndOptions {
+  /**
+   * Whether work still running in the context is cancelled now. Default `true`. With `false` it runs on, still
+   * bounded by the context's deadline and still cancelled if the context (or an ancestor) is cancelled later.
+   */
+  cancel?: boolean | undefined;
+}
+
+/**
+ * Told of each outgoing call that ended after its context's owner was done with it (`end({ cancel: false })`).
+ * A server adapter passes one to log the call against its request. @internal
+ */
+export interface OutlivedReporter {
+  callOutlived(message: CallOutlivedMessage): void;
 }
 
 const ACTIVE = 0;
@@ -181,6 +211,13 @@ export class Scope implements OwnedContext {
   _external: AbortSignal | undefined;
   /** @internal */
   _ended = false;
+  /**
+   * @internal When the owner ended the context without cancelling its work (`end({ cancel: false })`), on the
+   * monotonic clock; -1 otherwise. Calls ending after it outlived the context.
+   */
+  _releasedAt = -1;
+  /** @internal Who hears of calls that outlived the context, besides the diagnostics channel. */
+  _outlivedReporter: OutlivedReporter | undefined;
   /** @internal False for the scope `withoutCancel()` makes: it has no owner, so nothing may cancel it. */
   readonly _cancellable: boolean;
 
@@ -269,7 +306,13 @@ export class Scope implements OwnedContext {
     this._stop(stop);
   }
 
-  end(): void {
+  end(options?: EndOptions): void {
+    if (options?.cancel === false) this._release(undefined);
+    else this._end();
+  }
+
+  /** @internal Ends the context, cancelling work still running in it (Go's rule). */
+  _end(): void {
     if (this._ended) return;
     this._ended = true;
     // One clock read: an expiry nobody noticed (no timer was needed) is still reported as an expiry.
@@ -286,6 +329,33 @@ export class Scope implements OwnedContext {
       }
     }
     publishEnd(this, before);
+  }
+
+  /**
+   * @internal Ends the context for its owner and leaves work still running alone: it stays live (its timer
+   * armed while anything listens), so that work is still stopped at the deadline or by a cancellation, and
+   * calls that end from now on are reported as having outlived it (to `reporter` too, when given).
+   */
+  _release(reporter: OutlivedReporter | undefined): void {
+    if (this._ended) return;
+    this._ended = true;
+    const before = this.stopReason;
+    if (before === undefined) {
+      this._releasedAt = monotonicNow();
+      // The timer stays only while something needs it: a call still running (it re-arms for one made later),
+      // or the signal, once handed out (whoever holds it — a fetch, an AbortSignal.any() — expects it to abort
+      // at the deadline).
+      this._outlivedReporter = reporter;
+    }
+    publishEnd(this, before);
+  }
+
+  /** @internal The nearest context, this one or an ancestor, whose owner released it; undefined if none. */
+  _released(): Scope | undefined {
+    for (let scope: Scope | undefined = this; scope !== undefined; scope = scope.parent) {
+      if (scope._releasedAt >= 0) return scope;
+    }
+    return undefined;
   }
 
   /** @internal Adds a listener; `needsTimer` is false for a child's link (its own timer fires no later). */

@@ -41,6 +41,12 @@ export function checkHop(value: unknown, option = 'hop'): string | undefined {
   return value;
 }
 
+/** Asserts `value` is `true` or `false`, or `undefined`. */
+export function checkBoolean(option: string, value: unknown): boolean | undefined {
+  if (value === undefined || typeof value === 'boolean') return value;
+  throw new InvalidArgumentError(option, 'true or false', value);
+}
+
 /** Asserts `value` is a function, or `undefined` when optional. */
 export function checkFunction<F extends (...args: never[]) => unknown>(
   option: string,

@@ -1,8 +1,10 @@
 /** `OutgoingCall`: the one object every transport adapter drives for a call. */
 import diagnostics from 'node:diagnostics_channel';
+import { once } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   type CallEndMessage,
+  type CallOutlivedMessage,
   type CallStartMessage,
   CancelledError,
   createContext,
@@ -133,5 +135,78 @@ describe('OutgoingCall', () => {
     const error = call.downstreamExceeded('orders');
     expect(error).toMatchObject({ whose: 'downstream:orders', hop: 'orders', phase: 'during-call' });
     call.end(error, 504);
+  });
+});
+
+describe('a context its owner released (end({ cancel: false })): work left running', () => {
+  it('keeps running under the deadline, and each call that ends afterwards is reported once with how long it outlived it', async () => {
+    const outlived = collect<CallOutlivedMessage>(DiagnosticsChannel.CallOutlived);
+    const reported: CallOutlivedMessage[] = [];
+    const ctx = createContext({ root: true, deadline: 10_000, hop: 'orders' }) as unknown as Scope;
+    const running = ctx.run(() => OutgoingCall.start('audit-db'));
+    const stops: unknown[] = [];
+    running.onStop((error) => stops.push(error));
+    ctx._release({ callOutlived: (message) => reported.push(message) });
+    // Not cancelled: the call still runs, the context is live, the call may still be cut by the deadline.
+    expect(ctx.stopReason).toBeUndefined();
+    expect(running.stopReason).toBeUndefined();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    running.end();
+    expect(stops).toEqual([]);
+    expect(outlived).toHaveLength(1);
+    expect(outlived[0]).toMatchObject({ target: 'audit-db', outcome: 'ok' });
+    expect(outlived[0]?.outlivedMs).toBeGreaterThanOrEqual(15);
+    expect(reported).toEqual(outlived);
+    // Nothing kept once it ended: no listener, no timer.
+    expect(ctx._listeners).toBeUndefined();
+    expect(ctx._timer).toBeUndefined();
+  });
+
+  it('a call made after the release is bounded by the same deadline and cut at it', async () => {
+    const outlived = collect<CallOutlivedMessage>(DiagnosticsChannel.CallOutlived);
+    const ctx = createContext({ root: true, deadline: 80 });
+    ctx.end({ cancel: false });
+    const call = ctx.run(() => OutgoingCall.start('db'));
+    expect(call.timeoutMs).toBeLessThanOrEqual(80);
+    const error = await stopped(call);
+    call.end();
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(error).toMatchObject({ phase: 'during-call', target: 'db' });
+    expect(outlived).toHaveLength(1);
+    expect(outlived[0]).toMatchObject({ outcome: 'deadline_exceeded' });
+    // Once past the deadline, nothing more is started.
+    expect(() => ctx.run(() => OutgoingCall.start('db'))).toThrow(DeadlineExceededError);
+  });
+
+  it('a cancellation after the release still stops the work; a child context’s calls are reported too', async () => {
+    const outlived = collect<CallOutlivedMessage>(DiagnosticsChannel.CallOutlived);
+    const ctx = createContext({ root: true, deadline: 10_000 });
+    const call = ctx.run(() => createContext({ deadline: 5_000 }).run(() => OutgoingCall.start('child-db')));
+    const pending = stopped(call);
+    ctx.end({ cancel: false });
+    ctx.cancel(new CancelledError('gone', { reason: 'client-disconnected' }));
+    expect(await pending).toMatchObject({ reason: 'client-disconnected' });
+    call.end();
+    expect(outlived.map((m) => m.target)).toEqual(['child-db']);
+  });
+
+  it('the signal, once handed out, still aborts at the deadline (an AbortSignal.any() adds no listener to it)', async () => {
+    const ctx = createContext({ root: true, deadline: 50 });
+    const linked = AbortSignal.any([ctx.signal as AbortSignal]);
+    ctx.end({ cancel: false });
+    expect(linked.aborted).toBe(false);
+    await once(linked, 'abort');
+    expect(linked.reason).toBeInstanceOf(DeadlineExceededError);
+  });
+
+  it('ended normally (Go’s rule) nothing is reported: the work was cancelled', async () => {
+    const outlived = collect<CallOutlivedMessage>(DiagnosticsChannel.CallOutlived);
+    const ctx = createContext({ root: true, deadline: 10_000 });
+    const call = ctx.run(() => OutgoingCall.start('db'));
+    const pending = stopped(call);
+    ctx.end();
+    expect(await pending).toMatchObject({ reason: 'context-ended' });
+    call.end();
+    expect(outlived).toEqual([]);
   });
 });

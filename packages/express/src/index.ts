@@ -6,4 +6,4 @@
 
 export type { DeadlineExceededBody, RequestBudget, RequestDeadline, RequestLine, RouteLimits } from '@deadline/server';
 export { deadlineErrors } from './errors.js';
-export { deadline, type ExpressDeadlineOptions } from './middleware.js';
+export { deadline, type ExpressDeadlineOptions, longLived } from './middleware.js';

@@ -9,10 +9,12 @@ import {
   createParser,
   emitInContext,
   finishOnClose,
+  isLongLived,
   isTrusted,
   needsRequestContext,
   needsResponseContext,
   RequestState,
+  type ResolvedLimits,
   rawHost,
   requestTrace,
   resolveBudget,
@@ -71,10 +73,10 @@ export function deadline(options?: ExpressDeadlineOptions) {
   const host = rawHost(logger);
   const parse = createParser(resolved as never);
   const trust = resolved.trust;
-  const budgetOf = (req: Request, headers: IncomingHttpHeaders): RequestBudget => {
+  const budgetOf = (req: Request, headers: IncomingHttpHeaders, limits: ResolvedLimits): RequestBudget => {
     const trusted =
       trust === undefined || isTrusted(trust, req, (req as { log?: LineLogger }).log ?? logger, resolved.hop);
-    return resolveBudget(headers, trusted, parse, resolved.limits);
+    return resolveBudget(headers, trusted, parse, limits);
   };
 
   // Every property read on express's req or res is a slow lookup (each has a hidden class of its own, see
@@ -86,13 +88,21 @@ export function deadline(options?: ExpressDeadlineOptions) {
     const existing = express ? stateOf(req) : req.deadline;
     const headers = req.headers;
     if (existing instanceof RequestState) {
-      // A router's own limits: narrow the running deadline, never extend it.
-      if (existing.narrow(budgetOf(req, headers), resolved.limits.minMs)) existing.context.run(next);
+      // A router's own limits: narrow the running deadline, never extend it (a long-lived request has no
+      // default budget to narrow).
+      if (existing.longLived) existing.context.run(next);
+      else if (existing.narrow(budgetOf(req, headers, resolved.limits), resolved.limits.minMs)) {
+        existing.context.run(next);
+      }
       return;
     }
-    const budget = budgetOf(req, headers);
+    const limits = isLongLived(resolved.longLived, req, headers, logger, resolved.hop)
+      ? resolved.longLivedLimits
+      : resolved.limits;
+    const budget = budgetOf(req, headers, limits);
     const trace = requestTrace(headers);
     const state = new RequestState(req, res, resolved as never, host, budget, arrivedAt, trace, undefined);
+    state.longLived = limits.longLived;
     if (express) {
       attach(req, state);
     } else {
@@ -102,5 +112,36 @@ export function deadline(options?: ExpressDeadlineOptions) {
       finishOnClose(res, state);
     }
     if (state.admit(resolved.limits.minMs)) state.context.run(next);
+  };
+}
+
+/**
+ * Marks one route long-lived — server-sent events, a long poll, a stream: mounted on the route, after the app's
+ * {@link deadline} middleware, it lifts the default budget for that route's requests, so they are not answered
+ * 504 nor cut. A caller's budget, if one came, still bounds the route's outgoing calls; the work is still
+ * cancelled when the client leaves. Websocket upgrades need nothing: they never reach express's routes, and
+ * `deadline()` treats an upgrade request as long-lived.
+ *
+ * @example
+ * ```ts
+ * import { deadline, longLived } from '@deadline/express';
+ *
+ * app.use(deadline({ serviceName: 'orders', defaultMs: 2_000 }));
+ * app.get('/orders/events', longLived(), (req, res) => {
+ *   res.writeHead(200, { 'content-type': 'text/event-stream' });
+ *   const timer = setInterval(() => res.write(`data: ${Date.now()}\n\n`), 1_000);
+ *   res.on('close', () => clearInterval(timer));
+ * });
+ * ```
+ */
+export function longLived() {
+  return function longLivedRoute(req: Request, res: ServerResponse, next: Next): void {
+    const state = isExpressExchange(req, res) ? stateOf(req) : req.deadline;
+    if (!(state instanceof RequestState)) {
+      next();
+      return;
+    }
+    state.makeLongLived();
+    state.context.run(next);
   };
 }

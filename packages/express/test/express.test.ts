@@ -12,7 +12,8 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conformanceSuite } from '../../server/test/conformance.ts';
 import { type Harness, type LogLine, memoryDestination } from '../../server/test/harness.ts';
-import { deadline, deadlineErrors } from '../src/index.ts';
+import { longLivedSuite } from '../../server/test/long-lived.ts';
+import { deadline, deadlineErrors, longLived } from '../src/index.ts';
 
 type Express = typeof express;
 
@@ -41,7 +42,8 @@ function expressHarness(name: string, framework: Express): Harness {
       for (const route of routes) {
         const method = route.method === 'GET' ? 'get' : 'post';
         // `.catch(next)`: express 4 does not route a handler's rejection to the error handlers itself.
-        app[method](route.path, (req, res, next) => {
+        const extra = route.longLived ? [longLived()] : [];
+        app[method](route.path, ...extra, (req: express.Request, res: express.Response, next: express.NextFunction) => {
           route
             .handler({
               deadline: req.deadline as NonNullable<typeof req.deadline>,
@@ -54,6 +56,10 @@ function expressHarness(name: string, framework: Express): Harness {
               },
               async stream(status, chunks) {
                 res.status(status).type('text/plain');
+                await pipeline(Readable.from(chunks), res);
+              },
+              async events(chunks) {
+                res.status(200).type('text/event-stream');
                 await pipeline(Readable.from(chunks), res);
               },
             })
@@ -72,6 +78,7 @@ for (const [name, framework] of [
   ['express 4', express4],
 ] as const) {
   conformanceSuite(expressHarness(name, framework));
+  longLivedSuite(expressHarness(name, framework));
 
   describe(`${name} middleware`, () => {
     const logs: LogLine[] = [];

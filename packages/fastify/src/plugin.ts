@@ -8,7 +8,9 @@ import { findCircuitRefusal, monotonicNow, storage } from '@deadline/core/intern
 import type { DeadlineServerOptions, RequestDeadline, RouteLimits } from '@deadline/server';
 import {
   createParser,
+  isLongLived,
   isTrusted,
+  longLivedLimits,
   type RequestState,
   type ResolvedLimits,
   resolveBudget,
@@ -32,8 +34,12 @@ declare module 'fastify' {
     deadline: RequestDeadline | null;
   }
   interface FastifyContextConfig {
-    /** This route's budget limits (its SLA), over the plugin's options. */
-    deadline?: RouteLimits;
+    /**
+     * This route's budget limits (its SLA), over the plugin's options; `false` for a long-lived route (server-sent
+     * events, a long poll, a stream): no default budget, never answered 504 nor cut. A caller's budget, if one
+     * came, still bounds its outgoing calls. Websocket routes (`@fastify/websocket`) are long-lived by themselves.
+     */
+    deadline?: RouteLimits | false;
   }
 }
 
@@ -60,7 +66,9 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
   const trust = resolved.trust;
   // Route limits are checked when the route is added (a bad value fails at startup) and cached per route.
   const routeLimits = new WeakMap<object, ResolvedLimits>();
-  const limitsOf = (config: { deadline?: RouteLimits; url?: string; method?: string } | undefined): ResolvedLimits => {
+  const limitsOf = (
+    config: { deadline?: RouteLimits | false; url?: string; method?: string } | undefined,
+  ): ResolvedLimits => {
     if (config?.deadline === undefined) return resolved.limits;
     let limits = routeLimits.get(config);
     if (limits === undefined) {
@@ -80,7 +88,10 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
   }
   // fastify builds a fresh object on every `request.routeOptions` read: only read it if a route has limits.
   let anyRouteLimits = false;
+  // Upgrade headers are read per request only once a route could be upgraded, or the app names its own.
+  let checkLongLived = resolved.longLived !== undefined;
   fastify.addHook('onRoute', (route) => {
+    if ((route as { websocket?: unknown }).websocket === true) checkLongLived = true;
     const limits = route.config?.deadline;
     if (limits === undefined) return;
     resolveLimits(limits, resolved.limits, `route ${route.method} ${route.url}: config.deadline.`);
@@ -89,7 +100,10 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
 
   const onRequest: onRequestHookHandler = (request, reply, next) => {
     const arrivedAt = monotonicNow();
-    const limits = anyRouteLimits ? limitsOf(request.routeOptions.config as never) : resolved.limits;
+    let limits = anyRouteLimits ? limitsOf(request.routeOptions.config as never) : resolved.limits;
+    if (checkLongLived && isLongLived(resolved.longLived, request, request.headers, request.log, resolved.hop)) {
+      limits = longLivedLimits(limits);
+    }
     const trusted = isTrusted(trust, request, request.log, resolved.hop);
     const budget = resolveBudget(request.headers, trusted, parse, limits);
     const state = startRequest(

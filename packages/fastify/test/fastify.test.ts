@@ -8,6 +8,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conformanceSuite } from '../../server/test/conformance.ts';
 import { type Harness, type LogLine, memoryDestination } from '../../server/test/harness.ts';
+import { longLivedSuite } from '../../server/test/long-lived.ts';
 import fastifyDeadline, { fastifyDeadline as named } from '../src/index.ts';
 
 const fastifyHarness: Harness = {
@@ -23,6 +24,7 @@ const fastifyHarness: Harness = {
       app.route({
         method: route.method,
         url: route.path,
+        ...(route.longLived ? { config: { deadline: false } } : {}),
         handler: async (req, reply) => {
           await route.handler({
             deadline: req.deadline as NonNullable<typeof req.deadline>,
@@ -37,6 +39,10 @@ const fastifyHarness: Harness = {
               reply.code(status).type('text/plain').send(Readable.from(chunks));
               await finished(reply.raw);
             },
+            async events(chunks) {
+              reply.code(200).type('text/event-stream').send(Readable.from(chunks));
+              await finished(reply.raw);
+            },
           });
         },
       });
@@ -47,6 +53,7 @@ const fastifyHarness: Harness = {
 };
 
 conformanceSuite(fastifyHarness);
+longLivedSuite(fastifyHarness);
 
 describe('fastify plugin', () => {
   it('is a fastify-plugin, default and named export', () => {

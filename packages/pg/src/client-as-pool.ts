@@ -3,6 +3,7 @@
  * so two requests sharing one client must take turns: a cancel meant for one would otherwise stop the other's
  * statement. Each unit of work holds the client until its statements settled and its cancel was delivered.
  */
+import { CONNECTION, holdConnection, queryHeld } from './held-connection.js';
 import { CANNOT_DESTROY } from './session.js';
 import type { PgPoolClientLike, PgPoolLike } from './with-deadline.js';
 
@@ -52,6 +53,11 @@ export function clientAsPool(client: PgClient): PgPoolLike {
           get connectionParameters() {
             return client.connectionParameters;
           },
+          get connection() {
+            return client.connection;
+          },
+          // The connection is the client's: its 'error' listener goes there, and its failure outlives the turn.
+          [CONNECTION]: client,
           [CANNOT_DESTROY]: true,
           // The user's client is theirs to close: "destroying" it here only ends this turn.
           release: () => {
@@ -66,10 +72,12 @@ export function clientAsPool(client: PgClient): PgPoolLike {
     // Outside a deadline too, a statement takes its turn: a cancel meant for a bounded one must not stop it.
     async query(text, values) {
       const lease = await pool.connect();
+      const letGo = holdConnection(lease);
       try {
-        return await lease.query(text, values);
+        return await queryHeld(lease, text, values);
       } finally {
         lease.release();
+        letGo();
       }
     },
     end: () => client.end(),

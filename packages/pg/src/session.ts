@@ -9,6 +9,7 @@ import type { Socket } from 'node:net';
 import { CancelledError, DeadlineExceededError } from '@deadline/core';
 import type { OutgoingCall } from '@deadline/core/internal';
 import { type CancelEndpoint, openCancelConnection, sendCancelRequest } from './cancel-request.js';
+import { CONNECTION, connectionFailure, queryHeld } from './held-connection.js';
 
 /** The parts of a pg `Client` / `PoolClient` used (node-postgres 8). */
 export interface PgClientLike {
@@ -20,6 +21,8 @@ export interface PgClientLike {
   connectionParameters?: { host?: string | undefined; port?: number | undefined } | undefined;
   /** node-postgres's `Connection`: its socket (a `net.Socket`, or TLS over one) tells which server it reached. */
   connection?: { stream?: unknown } | undefined;
+  /** @internal */
+  [CONNECTION]?: object;
 }
 
 /** Set on a lease of a user's single `pg.Client`, which is not ours to destroy: cleaning it up is the only way. */
@@ -89,7 +92,9 @@ export class Session {
     call.onStop((error) => {
       this.#stopped = error;
       const ahead = this.#takeAhead();
-      if (this.#active !== undefined) {
+      // No cancel for a connection that failed: its backend was ended with it (a terminate, a restart) or is
+      // out of reach. (Were the process id reused, the server would still refuse it: it checks the secret key.)
+      if (this.#active !== undefined && connectionFailure(client) === undefined) {
         // First thing at the stop: the request is one write on a connection opened ahead, else a new one.
         this.#cancel = sendCancelRequest(
           { processID: client.processID, secretKey: client.secretKey, ...endpointOf(client) },
@@ -115,7 +120,7 @@ export class Session {
   /** Runs one statement; rejects with the typed error the moment the call stops (the statement is cancelled). */
   query<R = unknown>(text: string, values?: unknown[]): Promise<R> {
     if (this.#stopped !== undefined) return Promise.reject(this.#stopped);
-    const running = values === undefined ? this.client.query(text) : this.client.query(text, values);
+    const running = queryHeld(this.client, text, values);
     this.#active = running;
     this.#openAheadOfStop();
     const settled = running.then(

@@ -8,6 +8,7 @@ import { monotonicNow, OutgoingCall, storage } from '@deadline/core/internal';
 import { CheckoutQueue } from './checkout-queue.js';
 import { clientAsPool, isClient, type PgClient } from './client-as-pool.js';
 import { typedError } from './errors.js';
+import { connectionFailure, holdConnection, queryHeld } from './held-connection.js';
 import { type PgDeadlineOptions, type ResolvedPgOptions, resolvePgOptions } from './options.js';
 import { CANNOT_DESTROY, type PgClientLike, Session } from './session.js';
 
@@ -144,7 +145,7 @@ export function withDeadline<P extends PgPoolLike | PgClient>(
       );
     },
     async connect() {
-      if (!inContext()) return pool.connect() as unknown as DeadlinePoolClient;
+      if (!inContext()) return passedThrough(await pool.connect());
       const call = OutgoingCall.start(resolved.target, resolved, resolved.guard);
       const client = await checkout(call);
       call.end();
@@ -191,6 +192,7 @@ async function bounded<T>(
 ): Promise<T> {
   const call = OutgoingCall.start(resolved.target, resolved, resolved.guard);
   const client = await checkout(call);
+  const release = held(client);
   const session = new Session(client, call);
   const timeout = resolved.statementTimeout && call.timeoutMs !== undefined ? () => beltMs(call) : undefined;
   const acquiredAt = monotonicNow();
@@ -204,10 +206,11 @@ async function bounded<T>(
       void restore(
         session,
         client,
+        release,
         kind === 'transaction' ? undefined : timeout ? 'RESET statement_timeout' : undefined,
       );
     } else {
-      client.release();
+      release();
     }
     return result;
   } catch (error) {
@@ -217,6 +220,7 @@ async function bounded<T>(
     void restore(
       session,
       client,
+      release,
       kind === 'transaction' ? 'ROLLBACK' : timeout ? 'RESET statement_timeout' : undefined,
     );
     throw typed;
@@ -224,21 +228,58 @@ async function bounded<T>(
 }
 
 /**
+ * Holds a checked-out connection (our 'error' listener on it, see held-connection.ts) and returns how to hand
+ * it back: released to the pool, or destroyed when asked to or when its connection failed meanwhile. The
+ * listener comes off only after the release, once pg-pool's own is back on: the client is never without one.
+ */
+function held(client: PgPoolClientLike): (destroy?: boolean | Error) => void {
+  const letGo = holdConnection(client);
+  return (destroy) => {
+    client.release(connectionFailure(client) ?? destroy);
+    letGo();
+  };
+}
+
+/**
+ * Outside a context the app gets the pool's own client, as without the wrapper — with our 'error' listener on
+ * it until its release (the app may have added none: the wrapper's type offers no `on`). The release is
+ * pg-pool's, replaced for this checkout only (pg-pool sets a fresh one at every checkout).
+ */
+function passedThrough(client: PgPoolClientLike): DeadlinePoolClient {
+  const letGo = holdConnection(client);
+  const release = client.release;
+  client.release = (destroy) => {
+    release.call(client, destroy);
+    letGo();
+  };
+  return client as unknown as DeadlinePoolClient;
+}
+
+/**
  * After a failure or a stop: wait until our statement settled and the cancel was delivered, undo what the unit
  * left on the connection (an open transaction, a session setting), then release — or destroy it when its state
- * cannot be vouched for.
+ * cannot be vouched for. A connection that failed meanwhile has no state left to undo: it is destroyed.
  */
-async function restore(session: Session, client: PgPoolClientLike, undo: string | undefined): Promise<void> {
+async function restore(
+  session: Session,
+  client: PgPoolClientLike,
+  release: (destroy?: boolean | Error) => void,
+  undo: string | undefined,
+): Promise<void> {
   const clean = await session.quiet();
+  if (connectionFailure(client) !== undefined) {
+    release();
+    return;
+  }
   if (!clean && client[CANNOT_DESTROY] !== true) {
-    client.release(true);
+    release(true);
     return;
   }
   try {
-    if (undo !== undefined) await client.query(undo);
-    client.release();
+    if (undo !== undefined) await queryHeld(client, undo);
+    release();
   } catch (error) {
-    client.release(error instanceof Error ? error : true);
+    release(error instanceof Error ? error : true);
   }
 }
 
@@ -273,6 +314,8 @@ const CLEANUP = /^\s*(rollback|abort|reset)\b/i;
 
 /** A connection from `connect()`: each query its own call, under the deadline current when it is made. */
 function checkedOut(client: PgPoolClientLike, resolved: ResolvedPgOptions): DeadlinePoolClient {
+  const handBackNow = held(client);
+  let released = false;
   /** A session setting of ours is on the connection (reset before anything unbounded, and at release). */
   let dirty = false;
   /** A stopped statement's cancel, until delivered: the next statement waits for it. */
@@ -288,10 +331,10 @@ function checkedOut(client: PgPoolClientLike, resolved: ResolvedPgOptions): Dead
   const unbounded = async (text: unknown, values?: unknown[]) => {
     await settle();
     if (dirty && !CLEANUP.test(String(text))) {
-      await client.query('RESET statement_timeout');
+      await queryHeld(client, 'RESET statement_timeout');
       dirty = false;
     }
-    return client.query(text as string, values);
+    return queryHeld(client, text as string, values);
   };
   return {
     async query<R>(text: string, values?: unknown[]) {
@@ -321,17 +364,21 @@ function checkedOut(client: PgPoolClientLike, resolved: ResolvedPgOptions): Dead
       }
     },
     release(destroy) {
+      // Idempotent: a second release (pg-pool would throw, here inside a promise) changes nothing.
+      if (released) return;
+      released = true;
       const handBack = async () => {
         await settle();
         if (destroy || poisoned) {
-          client.release(destroy || true);
+          handBackNow(destroy || true);
           return;
         }
-        // The session setting this wrapper made must not reach the next borrower.
-        if (dirty) await client.query('RESET statement_timeout');
-        client.release();
+        // The session setting this wrapper made must not reach the next borrower. (On a failed connection the
+        // RESET is not sent: it rejects, and the connection is destroyed.)
+        if (dirty) await queryHeld(client, 'RESET statement_timeout');
+        handBackNow();
       };
-      handBack().catch((error: unknown) => client.release(error instanceof Error ? error : true));
+      handBack().catch((error: unknown) => handBackNow(error instanceof Error ? error : true));
     },
   };
 }
@@ -346,21 +393,22 @@ function beltMs(call: OutgoingCall): number {
   return Math.max(1, Math.ceil((call.timeoutMs as number) - call.elapsedMs())) + BELT_GRACE_MS;
 }
 
-/** A transaction outside any deadline: what the caller would write by hand. */
+/** A transaction outside any deadline: what the caller would write by hand (with our 'error' listener on). */
 async function plainTransaction<T>(pool: PgPoolLike, fn: (tx: PgTransaction) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  const release = held(client);
   try {
-    await client.query('BEGIN');
-    const result = await fn({ query: (text, values) => client.query(text, values) as Promise<never> });
-    await client.query('COMMIT');
-    client.release();
+    await queryHeld(client, 'BEGIN');
+    const result = await fn({ query: (text, values) => queryHeld(client, text, values) });
+    await queryHeld(client, 'COMMIT');
+    release();
     return result;
   } catch (error) {
     try {
-      await client.query('ROLLBACK');
-      client.release();
+      await queryHeld(client, 'ROLLBACK');
+      release();
     } catch (rollbackError) {
-      client.release(rollbackError instanceof Error ? rollbackError : true);
+      release(rollbackError instanceof Error ? rollbackError : true);
     }
     throw error;
   }

@@ -24,8 +24,11 @@ import { reportHookError } from './request-deadline.js';
 export interface RequestBudget {
   /** The budget the request runs with, in ms. */
   budgetMs: number;
-  /** `header`: the caller's; `default`: the route's (no trusted, valid header). */
-  source: 'header' | 'default';
+  /**
+   * `header`: the caller's; `default`: the route's (no trusted, valid header); `none`: a long-lived route
+   * without a caller's budget (`budgetMs` is then `Infinity`).
+   */
+  source: 'header' | 'default' | 'none';
   /** The header it came from, with its raw value. */
   header: BudgetHeader | undefined;
   value: string | undefined;
@@ -35,6 +38,31 @@ export interface RequestBudget {
   trusted: boolean;
   /** Budget headers present but refused, with the reason. */
   ignored: readonly IgnoredHeader[];
+}
+
+/**
+ * Whether a request is long-lived (see `longLived` in the options): a websocket upgrade, or one the service's
+ * predicate names. A throwing predicate is reported and the request runs with the route's budget.
+ * @internal
+ */
+export function isLongLived<Req>(
+  predicate: ((req: Req) => boolean) | undefined,
+  req: Req,
+  headers: IncomingHttpHeaders,
+  logger: LineLogger | undefined,
+  hop: string,
+): boolean {
+  // A websocket lives as long as its socket, not as long as a request budget. (Only websocket: curl asks every
+  // plain request to upgrade to h2c, which a Node HTTP/1 server ignores.)
+  const upgrade = headers.upgrade;
+  if (upgrade !== undefined && upgrade.toLowerCase() === 'websocket') return true;
+  if (predicate === undefined) return false;
+  try {
+    return Boolean(predicate(req));
+  } catch (error) {
+    reportHookError(logger, 'longLived', error, hop);
+    return false;
+  }
 }
 
 /**
@@ -92,8 +120,8 @@ export function resolveBudget(
 
 function defaultBudget(limits: ResolvedLimits, trusted: boolean, ignored: readonly IgnoredHeader[]): RequestBudget {
   return {
-    budgetMs: limits.defaultMs,
-    source: 'default',
+    budgetMs: limits.longLived ? Number.POSITIVE_INFINITY : limits.defaultMs,
+    source: limits.longLived ? 'none' : 'default',
     header: undefined,
     value: undefined,
     requestedMs: undefined,

@@ -3,9 +3,15 @@
  * @packageDocumentation
  */
 
-export { createParser, isTrusted, resolveBudget } from './budget.js';
+export { createParser, isLongLived, isTrusted, resolveBudget } from './budget.js';
 export { emitInContext, needsRequestContext, needsResponseContext } from './events-in-context.js';
-export { type ResolvedLimits, type ResolvedOptions, resolveLimits, resolveOptions } from './options.js';
+export {
+  longLivedLimits,
+  type ResolvedLimits,
+  type ResolvedOptions,
+  resolveLimits,
+  resolveOptions,
+} from './options.js';
 export { rawHost } from './raw-host.js';
 export {
   finishOnClose,

@@ -4,7 +4,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { findDeadlineError } from '@deadline/core';
 import { checkObject, findCircuitRefusal, monotonicNow } from '@deadline/core/internal';
-import { createParser, isTrusted, resolveBudget } from './budget.js';
+import { createParser, isLongLived, isTrusted, resolveBudget } from './budget.js';
 import { emitInContext, needsRequestContext, needsResponseContext } from './events-in-context.js';
 import { type DeadlineServerOptions, type LineLogger, type ResolvedOptions, resolveOptions } from './options.js';
 import { rawHost } from './raw-host.js';
@@ -58,8 +58,12 @@ export function deadlineHandler(
 
   return function handleWithDeadline(req: IncomingMessage, res: ServerResponse): void {
     const arrivedAt = monotonicNow();
-    const budget = resolveBudget(req.headers, isTrusted(trust, req, logger, resolved.hop), parse, resolved.limits);
-    const state = startRequest(req, res, resolved as never, host, budget, arrivedAt);
+    const headers = req.headers;
+    const limits = isLongLived(resolved.longLived, req, headers, logger, resolved.hop)
+      ? resolved.longLivedLimits
+      : resolved.limits;
+    const budget = resolveBudget(headers, isTrusted(trust, req, logger, resolved.hop), parse, limits);
+    const state = startRequest(req, res, resolved as never, host, budget, arrivedAt, limits);
     (req as DeadlineRequest).deadline = state;
     if (state.outcome !== undefined) return;
     emitInContext(req, state, needsRequestContext);

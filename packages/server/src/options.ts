@@ -4,7 +4,14 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { ALL_DIALECTS, type DeadlineDialect, type DeadlineExceededError, InvalidArgumentError } from '@deadline/core';
-import { checkFunction, checkHop, checkNumber, checkObject, MAX_TIMER_DELAY_MS } from '@deadline/core/internal';
+import {
+  checkBoolean,
+  checkFunction,
+  checkHop,
+  checkNumber,
+  checkObject,
+  MAX_TIMER_DELAY_MS,
+} from '@deadline/core/internal';
 
 /**
  * A route's service-level budget. Each field falls back to the service-wide option, then to the default.
@@ -28,6 +35,8 @@ export interface ResolvedLimits {
   defaultMs: number;
   maxMs: number;
   minMs: number;
+  /** A long-lived route (SSE, long-poll, websocket): no default budget, never answered 504 nor cut. */
+  longLived: boolean;
 }
 
 /** What the `onExpire` hook receives. @example `onExpire: ({ hop, budgetMs }) => metrics.expired(hop, budgetMs)` */
@@ -85,6 +94,20 @@ export interface DeadlineServerOptions<Req = IncomingMessage> extends RouteLimit
    * those). Lines for `deadline_exceeded` and `error` are always written at `warn`. Default `'info'`.
    */
   logLevel?: 'info' | 'debug' | false | undefined;
+  /**
+   * Whether work the handler left running when its response was fully sent (a query or a fetch it did not
+   * await) is cancelled then — Go's rule. Default `false`: such work runs on, bounded by the request's deadline,
+   * and each call that outlives the request is logged (and published on `deadline:call:outlived`). Work of a
+   * request that failed — its deadline passed, its client left — is cancelled either way.
+   */
+  cancelOnEnd?: boolean | undefined;
+  /**
+   * Which requests are long-lived — server-sent events, long polls, streams — and run without the route's
+   * default budget: not answered 504, not cut. A caller's budget, if one came, still bounds their outgoing
+   * calls. Websocket upgrades always are. For one route, fastify's `config: { deadline: false }` and express's
+   * `longLived()` middleware say the same. Default: none besides websocket upgrades.
+   */
+  longLived?: ((req: Req) => boolean) | undefined;
 }
 
 /** @internal Options after checking, with defaults applied. */
@@ -96,19 +119,24 @@ export interface ResolvedOptions<Req> {
   trust: ((req: Req) => boolean) | undefined;
   onExpire: ((event: ExpiredEvent) => void) | undefined;
   logLevel: 'info' | 'debug' | false;
+  cancelOnEnd: boolean;
+  longLived: ((req: Req) => boolean) | undefined;
+  /** `limits` for a long-lived request. */
+  longLivedLimits: ResolvedLimits;
 }
 
-const DEFAULT_LIMITS: ResolvedLimits = Object.freeze({ defaultMs: 15_000, maxMs: 60_000, minMs: 10 });
+const DEFAULT_LIMITS: ResolvedLimits = Object.freeze({ defaultMs: 15_000, maxMs: 60_000, minMs: 10, longLived: false });
 
 /**
  * Checks route limits and fills them from `base`. Throws `InvalidArgumentError` naming the option.
  * @internal
  */
 export function resolveLimits(
-  limits: RouteLimits | undefined,
+  limits: RouteLimits | false | undefined,
   base: ResolvedLimits = DEFAULT_LIMITS,
   prefix = '',
 ): ResolvedLimits {
+  if (limits === false) return longLivedLimits(base);
   const given = checkObject(`${prefix}limits`, limits) as RouteLimits | undefined;
   const range = { min: 1, max: MAX_TIMER_DELAY_MS };
   const maxMs = checkNumber(`${prefix}maxMs`, given?.maxMs, range) ?? base.maxMs;
@@ -122,7 +150,12 @@ export function resolveLimits(
   if (minMs > defaultMs) {
     throw new InvalidArgumentError(`${prefix}minMs`, `at most defaultMs (${defaultMs})`, minMs);
   }
-  return { defaultMs, maxMs, minMs };
+  return { defaultMs, maxMs, minMs, longLived: false };
+}
+
+/** `base` for a long-lived route: the same clamp for a caller's budget, no default. @internal */
+export function longLivedLimits(base: ResolvedLimits): ResolvedLimits {
+  return base.longLived ? base : Object.freeze({ ...base, longLived: true });
 }
 
 /**
@@ -144,13 +177,17 @@ export function resolveOptions<Req>(options: DeadlineServerOptions<Req> | undefi
   if (logLevel !== 'info' && logLevel !== 'debug' && logLevel !== false) {
     throw new InvalidArgumentError('logLevel', "'info', 'debug' or false", logLevel);
   }
+  const limits = resolveLimits(given);
   return {
     hop: checkHop(given.serviceName, 'serviceName') ?? 'service',
-    limits: resolveLimits(given),
+    limits,
     dialects,
     absolute,
     trust: checkFunction<(req: Req) => boolean>('trust', given.trust),
     onExpire: checkFunction<(event: ExpiredEvent) => void>('onExpire', given.onExpire),
     logLevel,
+    cancelOnEnd: checkBoolean('cancelOnEnd', given.cancelOnEnd) ?? false,
+    longLived: checkFunction<(req: Req) => boolean>('longLived', given.longLived),
+    longLivedLimits: longLivedLimits(limits),
   };
 }

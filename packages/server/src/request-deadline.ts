@@ -8,6 +8,7 @@
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import {
+  type CallOutlivedMessage,
   CancelledError,
   createContext,
   DEADLINE_EXCEEDED_BY_HEADER,
@@ -20,7 +21,7 @@ import {
   type TraceContext,
   traceFrom,
 } from '@deadline/core';
-import { monotonicNow, Scope } from '@deadline/core/internal';
+import { monotonicNow, type OutlivedReporter, Scope } from '@deadline/core/internal';
 import type { RequestBudget } from './budget.js';
 import { hasRequestEndSubscribers, publishRequestEnd } from './diagnostics.js';
 import type { LineLogger, ResolvedLimits, ResolvedOptions } from './options.js';
@@ -50,7 +51,7 @@ export interface RequestLine {
   method: string;
   /** The request path, without the query string (which may carry secrets). */
   path: string;
-  /** Where the budget came from: a header name, or `default`. */
+  /** Where the budget came from: a header name, `default`, or `none` (a long-lived route without a caller's budget). */
   budgetSource: string;
   /** The raw header value, when the budget came from a header. */
   budgetHeader: string | undefined;
@@ -99,7 +100,7 @@ export interface RequestHost {
 }
 
 /** @internal */
-export class RequestState implements RequestDeadline {
+export class RequestState implements RequestDeadline, OutlivedReporter {
   context: OwnedContext;
   budget: RequestBudget;
   outcome: RequestOutcome | undefined;
@@ -118,8 +119,15 @@ export class RequestState implements RequestDeadline {
   readonly host: RequestHost;
   /** The adapter's own per-request object (fastify: the reply). */
   readonly hostData: unknown;
+  /**
+   * A long-lived request (SSE, long poll, websocket): no default budget, and never answered 504 nor cut by this
+   * hop; a caller's budget still bounds its outgoing calls.
+   */
+  longLived = false;
   #unsubscribe: () => void;
-  readonly #root: OwnedContext;
+  #root: Scope;
+  /** The logger the end-of-request line went to: calls that outlive the request are logged there too. */
+  #logger: LineLogger | undefined;
 
   constructor(
     req: IncomingMessage,
@@ -191,8 +199,30 @@ export class RequestState implements RequestDeadline {
     this.context.cancel(error);
   }
 
+  /**
+   * Makes the request long-lived once it has started (express's `longLived()`, mounted on a route): the
+   * route's default budget no longer applies. A caller's budget, if one came, still bounds its outgoing calls.
+   * Work started before, under the default budget, keeps it.
+   */
+  makeLongLived(): void {
+    if (this.longLived) return;
+    this.longLived = true;
+    if (this.budget.source === 'header') return;
+    this.#unsubscribe();
+    const previous = this.context as Scope;
+    const root = this.#root;
+    this.#root = Scope.root(Deadline.NONE, root.trace, this.options.hop);
+    this.context = this.#root;
+    this.budget = { ...this.budget, budgetMs: Number.POSITIVE_INFINITY, source: 'none' };
+    this.#unsubscribe = this.context.onStop((reason) => this.#stopped(reason));
+    if (previous !== root) previous._release(this);
+    root._release(this);
+  }
+
   #stopped(reason: StopReason): void {
     if (reason instanceof DeadlineExceededError) {
+      // A caller's budget on a long-lived route: its outgoing calls were cut; the stream is the route's own.
+      if (this.longLived) return;
       this.#answer(reason);
       this.#notifyExpire(reason);
     } else if (reason.reason !== 'context-ended') {
@@ -203,7 +233,11 @@ export class RequestState implements RequestDeadline {
 
   #answer(error: DeadlineExceededError | CancelledError): void {
     if (this.answeredWith !== undefined) return;
+    const res = this.res;
+    // A response already streaming cannot be answered: the host cuts it.
+    const streaming = res?.headersSent === true && !res.writableEnded;
     const answered = this.host.answer(this, error);
+    if (streaming && res?.destroyed === true && error instanceof DeadlineExceededError) this.#streamCut(error);
     if (error instanceof DeadlineExceededError) {
       this.outcome = 'deadline_exceeded';
       this.exceededBy = error.hop ?? this.options.hop;
@@ -211,6 +245,23 @@ export class RequestState implements RequestDeadline {
       this.outcome ??= 'cancelled';
     }
     if (answered) this.answeredWith = error instanceof DeadlineExceededError ? 504 : 499;
+  }
+
+  /** A response still streaming was cut at the deadline: one line, saying how a long-lived route opts out. */
+  #streamCut(error: DeadlineExceededError): void {
+    const req = this.req;
+    this.#log(
+      this.host.logger(this),
+      'warn',
+      {
+        traceId: this.#root.trace?.traceId,
+        hop: this.options.hop,
+        path: pathOf((req as { originalUrl?: string } | undefined)?.originalUrl ?? req?.url),
+        budgetMs: Math.round(this.budget.budgetMs),
+        elapsedMs: Math.round(error.elapsedMs ?? monotonicNow() - this.arrivedAt),
+      },
+      `deadline: the response was still streaming when its ${Math.round(this.budget.budgetMs)} ms budget ran out, so the connection was cut. A long-lived route (server-sent events, long poll, websocket) opts out of the default budget: fastify \`config: { deadline: false }\`, express \`longLived()\`, node:http the \`longLived\` option`,
+    );
   }
 
   /**
@@ -277,10 +328,48 @@ export class RequestState implements RequestDeadline {
         this.outcome = statusCode === 499 ? 'cancelled' : statusCode >= 500 ? 'error' : 'ok';
       }
     }
-    this.#root.end();
+    this.#end(res);
     this.#writeLine(statusCode);
     this.req = undefined;
     this.res = undefined;
+  }
+
+  /**
+   * Ends the request's context. A request that ended well — its response fully sent — leaves work the handler
+   * did not await running, under the request's deadline: Node code fires and forgets (an audit insert, a cache
+   * write), and cancelling it would turn into an unhandled rejection. Each such call is logged as it ends (see
+   * `callOutlived`). A request that failed (its client left, its response was cut) cancels its work, as does
+   * every request with `cancelOnEnd` (Go's rule).
+   */
+  #end(res: ServerResponse): void {
+    const context = this.context as Scope;
+    if (this.options.cancelOnEnd || !res.writableFinished) {
+      if (context !== this.#root) context._end();
+      this.#root._end();
+    } else {
+      if (context !== this.#root) context._release(this);
+      this.#root._release(this);
+    }
+  }
+
+  /** A call the handler left running ended after the response: one line, pointing to the right tool. */
+  callOutlived(message: CallOutlivedMessage): void {
+    const logger = this.#logger ?? this.host.logger(this);
+    const outlivedMs = Math.round(message.outlivedMs);
+    this.#log(
+      logger,
+      'warn',
+      {
+        traceId: this.#root.trace?.traceId,
+        hop: this.options.hop,
+        target: message.target,
+        outlivedMs,
+        elapsedMs: Math.round(message.elapsedMs),
+        outcome: message.outcome,
+        err: message.outcome === 'ok' ? undefined : message.error,
+      },
+      `deadline: a call to ${message.target} outlived its request by ${outlivedMs} ms (the handler did not await it); it ran under the request's deadline. Work meant to outlive the response belongs in runInBackground() from @deadline/jobs, under a budget of its own`,
+    );
   }
 
   #writeLine(statusCode: number): void {
@@ -288,6 +377,7 @@ export class RequestState implements RequestDeadline {
     const level = outcome === 'ok' || outcome === 'cancelled' ? this.options.logLevel : 'warn';
     const logger = level === false ? undefined : this.host.logger(this);
     // Build the line only for someone: a logger that logs at this level, or a diagnostics subscriber.
+    this.#logger = logger;
     const logs = logger !== undefined && enabled(logger, level as 'info' | 'debug' | 'warn');
     if (!logs && !hasRequestEndSubscribers()) return;
     const budget = this.budget;
@@ -298,7 +388,7 @@ export class RequestState implements RequestDeadline {
       method: req.method ?? 'GET',
       // express rewrites req.url inside mounted routers; originalUrl keeps what the client asked for.
       path: pathOf((req as { originalUrl?: string }).originalUrl ?? req.url),
-      budgetSource: budget.header ?? 'default',
+      budgetSource: budget.header ?? budget.source,
       budgetHeader: budget.value,
       budgetMs: Math.round(budget.budgetMs),
       clampedFromMs: budget.requestedMs === undefined ? undefined : Math.round(budget.requestedMs),
@@ -397,6 +487,7 @@ export function startRequest(
   hostData?: unknown,
 ): RequestState {
   const state = new RequestState(req, res, options, host, budget, arrivedAt, requestTrace(req.headers), hostData);
+  state.longLived = limits.longLived;
   finishOnClose(res, state);
   state.admit(limits.minMs);
   return state;

@@ -212,10 +212,17 @@ export function conformanceSuite(harness: Harness): void {
       // In time: no deadline headers added to the answer.
       expect(Object.keys(res.headers).filter((h) => h.startsWith('x-deadline'))).toEqual([]);
       const ended = await line;
-      // And nothing left behind: the request's context ended, its expiry timer cleared.
-      const context = (seen.get('context') as RequestDeadline).context as unknown as { _timer?: unknown };
-      expect((context as unknown as DeadlineContext).stopReason).toMatchObject({ reason: 'context-ended' });
+      // And nothing left behind: the request ended well, so its context was released (not cancelled: nothing
+      // of the handler's was still running), with no expiry timer and no listener kept.
+      const context = (seen.get('context') as RequestDeadline).context as unknown as {
+        _timer?: unknown;
+        _listeners?: unknown;
+        _releasedAt: number;
+      };
+      expect((context as unknown as DeadlineContext).stopReason).toBeUndefined();
+      expect(context._releasedAt).toBeGreaterThan(0);
       expect(context._timer).toBeUndefined();
+      expect(context._listeners).toBeUndefined();
       expect(ended).toMatchObject({
         traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
         hop: 'orders',

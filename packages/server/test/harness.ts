@@ -15,6 +15,8 @@ export interface Io {
   reply(status: number, body: unknown, headers?: Record<string, string>): void;
   /** Streams a text response the host's way; resolves when it is written. */
   stream(status: number, chunks: AsyncIterable<string>): Promise<void>;
+  /** Streams server-sent events (`text/event-stream`, 200) the host's way; resolves when they are written. */
+  events(chunks: AsyncIterable<string>): Promise<void>;
 }
 
 export type Handler = (io: Io) => Promise<void>;
@@ -23,6 +25,11 @@ export interface Route {
   method: 'GET' | 'POST';
   path: string;
   handler: Handler;
+  /**
+   * A long-lived route (SSE, long poll): each harness says so in its host's idiom — fastify `config: { deadline:
+   * false }`, express `longLived()`, node:http the `longLived` option.
+   */
+  longLived?: boolean;
 }
 
 export interface LogLine {

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { type DeadlineHandlerOptions, type DeadlineRequest, deadlineHandler } from '../src/index.ts';
 import { conformanceSuite } from './conformance.ts';
 import { type Harness, type LogLine, memoryDestination } from './harness.ts';
+import { longLivedSuite } from './long-lived.ts';
 
 const nodeHarness: Harness = {
   name: 'node:http (deadlineHandler)',
@@ -32,9 +33,17 @@ const nodeHarness: Harness = {
             res.writeHead(status, { 'content-type': 'text/plain' });
             await pipeline(Readable.from(chunks), res);
           },
+          async events(chunks) {
+            res.writeHead(200, { 'content-type': 'text/event-stream' });
+            await pipeline(Readable.from(chunks), res);
+          },
         });
       },
-      { ...(options as DeadlineHandlerOptions), logger },
+      {
+        ...(options as DeadlineHandlerOptions),
+        logger,
+        longLived: (req) => routes.some((r) => r.longLived === true && r.path === req.url?.split('?')[0]),
+      },
     );
     const server = createServer(handler);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -51,6 +60,7 @@ const nodeHarness: Harness = {
 };
 
 conformanceSuite(nodeHarness);
+longLivedSuite(nodeHarness);
 
 describe('deadlineHandler options', () => {
   it('are checked at creation, naming the option and the value', () => {

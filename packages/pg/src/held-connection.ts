@@ -1,0 +1,112 @@
+/**
+ * A connection the wrapper holds — from its checkout to its release — carries an `'error'` listener of ours.
+ *
+ * Why: node-postgres emits `'error'` on a `Client` whose connection fails (the server restarted, an operator or
+ * a failover ran `pg_terminate_backend`, the network dropped it). pg-pool listens only while the client sits
+ * idle in the pool; once checked out, the client's owner must listen, and an `'error'` event nobody listens
+ * to ends the Node process. The wrapper is that owner while it holds the client.
+ *
+ * The error itself needs no routing: node-postgres rejects the statement in flight with it. The listener only
+ * remembers that the connection is gone, so that it is discarded at release (never handed to the next
+ * borrower), no CancelRequest is sent for a backend that no longer exists, and a statement sent on it later
+ * fails with that cause — not with the driver's "not queryable", which names none.
+ */
+
+/** The part of a node-postgres `Client` (an EventEmitter) the listener needs. */
+export interface ErrorEmitter {
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  once(event: 'end', listener: () => void): unknown;
+  removeListener(event: 'error', listener: (error: Error) => void): unknown;
+}
+
+/**
+ * On a stand-in for a connection (a turn on a user's single client): the client whose connection it is. Its
+ * failure outlives the turn: every later turn on that client must know of it.
+ */
+export const CONNECTION = Symbol('connection');
+
+/** Connections that failed while held, with the first error (weakly: a dead client is not kept alive). */
+const failed = new WeakMap<object, Error>();
+/** Failed connections that have ended too: the driver emits nothing more on them. */
+const ended = new WeakSet<object>();
+
+function connectionOf(client: object): object {
+  return (client as { [CONNECTION]?: object })[CONNECTION] ?? client;
+}
+
+function isErrorEmitter(client: object): client is ErrorEmitter {
+  const c = client as Partial<ErrorEmitter>;
+  return typeof c.on === 'function' && typeof c.once === 'function' && typeof c.removeListener === 'function';
+}
+
+/** The first error is the cause (the server's 57P01, say); the driver's "Connection terminated" follows it. */
+function remember(connection: object, error: Error): void {
+  if (failed.has(connection)) return;
+  failed.set(connection, error);
+  // Before its 'end' for sure: node-postgres emits 'end' last, on the tick after its own 'error'.
+  if (isErrorEmitter(connection)) connection.once('end', () => ended.add(connection));
+}
+
+/**
+ * Puts our `'error'` listener on `client` until the returned function is called (at release). A client that
+ * is not an EventEmitter (a pool implementation of the app's own) is left as it is.
+ *
+ * A connection that failed keeps the listener until it has ended: after the server's FATAL error (which the
+ * statement in flight gets) the driver emits its own `'error'` when the socket closes, which can be after the
+ * release. pg-pool's `end()` of a discarded client silences it; a user's single client is never ended by us,
+ * and between two turns nobody else may be listening.
+ */
+export function holdConnection(client: object): () => void {
+  const connection = connectionOf(client);
+  if (!isErrorEmitter(connection)) return noop;
+  const listener = (error: Error) => remember(connection, error);
+  connection.on('error', listener);
+  return () => {
+    if (failed.has(connection) && !ended.has(connection)) {
+      connection.once('end', () => connection.removeListener('error', listener));
+    } else {
+      connection.removeListener('error', listener);
+    }
+  };
+}
+
+/** The error the connection failed with while held, if it did: it must be discarded, not reused. */
+export function connectionFailure(client: object): Error | undefined {
+  return failed.get(connectionOf(client));
+}
+
+/**
+ * An error the server ends the session with: severity FATAL or PANIC (the server closes the connection right
+ * after), or, should the severity be localized, a connection exception (08) or an operator intervention that
+ * ends sessions (57P01 terminated, 57P02 crash, 57P03 cannot connect now, 57P04 database dropped, 57P05 idle
+ * session timeout). node-postgres gives it to the statement in flight, and emits `'error'` only once the
+ * socket closes: meanwhile the connection must not be cleaned up (a wasted RESET) or handed on.
+ */
+function endsSession(error: unknown): boolean {
+  const { severity, code } = (error ?? {}) as { severity?: unknown; code?: unknown };
+  return severity === 'FATAL' || severity === 'PANIC' || (typeof code === 'string' && /^(08|57P0)/.test(code));
+}
+
+/** What {@link queryHeld} sends a statement on. */
+export interface Queryable {
+  query(text: string, values?: unknown[]): Promise<unknown>;
+}
+
+/**
+ * Sends a statement on a held connection. One whose connection already failed is not sent: it rejects with
+ * the failure. A statement that fails with an error ending the session marks the connection failed.
+ */
+export function queryHeld<R>(client: Queryable, text: string, values?: unknown[]): Promise<R> {
+  const failure = connectionFailure(client);
+  if (failure !== undefined) return Promise.reject(failure);
+  const sent = values === undefined ? client.query(text) : client.query(text, values);
+  // Only a promise: a cursor or a stream (a submittable, passed through) is the driver's business.
+  if (typeof (sent as Partial<Promise<unknown>> | undefined)?.then === 'function') {
+    sent.then(undefined, (error: unknown) => {
+      if (endsSession(error)) remember(connectionOf(client), error as Error);
+    });
+  }
+  return sent as Promise<R>;
+}
+
+function noop(): void {}
