@@ -19,6 +19,7 @@ export {
   publishPropagate,
 } from './diagnostics.js';
 export { type CircuitRefusal, findCircuitRefusal, markCausedBy } from './guards.js';
+export { nextReady, type ReadyEmitter } from './next-ready.js';
 export { type OutlivedReporter, Scope } from './scope.js';
 export { storage } from './storage.js';
 export { checkBoolean, checkFunction, checkGuard, checkHop, checkName, checkNumber, checkObject } from './validate.js';

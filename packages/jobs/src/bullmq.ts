@@ -5,7 +5,15 @@
  * BullMQ is a peer: the types here are structural, nothing of it is imported.
  */
 import { InvalidArgumentError, runWithContext, traceFrom } from '@deadline/core';
-import { checkFunction, checkHop, checkNumber, checkObject, OutgoingCall, storage } from '@deadline/core/internal';
+import {
+  checkFunction,
+  checkHop,
+  checkNumber,
+  checkObject,
+  nextReady,
+  OutgoingCall,
+  storage,
+} from '@deadline/core/internal';
 import { carrierFromContext, hopOrUndefined, JOB_CONTEXT_KEY, readCarrier } from './carrier.js';
 
 /**
@@ -53,8 +61,10 @@ export type EnqueueOptions<O = Record<string, unknown>> = O & {
 
 /**
  * Adds a job to a BullMQ queue with the current request's trace (and an optional budget for the job), not its
- * deadline. The `add` itself is an outgoing call of the request: not sent without time left, and the request
- * stops waiting for it at its deadline (the job may then have been added or not: Redis cannot say).
+ * deadline. The `add` itself is an outgoing call of the request: not sent without time left, not handed to a
+ * connection that is reconnecting (it waits for Redis within the budget, and adds nothing once that has run
+ * out), and the request stops waiting for it at its deadline (the job may then have been added or not: Redis
+ * cannot say).
  * `data` must be a plain object: the trace travels in it under {@link JOB_CONTEXT_KEY}.
  *
  * @example
@@ -93,13 +103,43 @@ export async function enqueue<O extends object, J>(
   // Throws (before anything is sent) when the request has no time left; without a deadline, race() just waits.
   const call = OutgoingCall.start(`${queue.name} enqueue`, { propagates: false });
   try {
-    const job = await call.race(add);
+    const job = await call.race(async () => {
+      // While Redis is away, the add would wait in ioredis's offline queue and be run whenever the server is
+      // back, long after the request gave up: a job added for nobody. Under a deadline it waits for the server
+      // here instead, and is never handed to BullMQ once the request has stopped.
+      if (call.timeoutMs !== undefined) await untilReady(queue);
+      if (call.stopReason !== undefined) throw call.stopReason;
+      return add();
+    });
     call.end();
     return job;
   } catch (error) {
     call.end(error);
     throw error;
   }
+}
+
+/** The part of an ioredis client {@link untilReady} reads. */
+interface ClientLike {
+  readonly status: string;
+  once(event: string, listener: () => void): unknown;
+  off(event: string, listener: () => void): unknown;
+}
+
+/** ioredis statuses in which a command goes out, or fails at once, rather than into the offline queue. */
+const SENDS_NOW = new Set(['ready', 'wait', 'end', 'close']);
+
+/**
+ * Resolves when the queue's ioredis client can take a command now: at once when it is ready (or cannot be seen:
+ * BullMQ 6 shows it as `getBackend().client`, 5 as `client`, each a promise), else at its next `ready` or `end`.
+ * The caller races it against the call's stop.
+ */
+async function untilReady(queue: object): Promise<void> {
+  const backend = (queue as { getBackend?: () => { client?: unknown } }).getBackend?.();
+  const pending = backend?.client ?? (queue as { client?: unknown }).client;
+  const client = (await Promise.resolve(pending).catch(() => undefined)) as ClientLike | undefined;
+  if (typeof client?.status !== 'string' || typeof client.once !== 'function' || SENDS_NOW.has(client.status)) return;
+  await nextReady(client);
 }
 
 /** A JSON-like object (a Map or a class instance would lose its contents when spread and stored). */

@@ -19,6 +19,7 @@ import pg from 'pg';
 import pino from 'pino';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type ProcessWatch, watchProcess } from '../../../test/support/process-watch.ts';
 import { POSTGRES, requireService } from '../../../test/support/services.ts';
 
 const available = await requireService(POSTGRES);
@@ -92,9 +93,8 @@ let db: DeadlinePool<pg.Pool>;
 let monitor: pg.Client;
 let rowNumber = 0;
 
-/** Rejections nobody handled while a test ran: the library must add none. */
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown) => unhandled.push(reason);
+/** What reached the process while a test ran (an unhandled rejection, say): the library must add nothing. */
+let watch: ProcessWatch;
 
 /** `deadline:call:outlived` messages published while a test ran. */
 const outlived: CallOutlivedMessage[] = [];
@@ -147,13 +147,12 @@ describe.runIf(available)('work the handler did not await (PostgreSQL)', () => {
     await pool?.end();
   });
   beforeEach(() => {
-    unhandled.length = 0;
     outlived.length = 0;
-    process.on('unhandledRejection', onUnhandled);
+    watch = watchProcess();
     diagnostics.subscribe(DiagnosticsChannel.CallOutlived, onOutlived);
   });
   afterEach(() => {
-    process.off('unhandledRejection', onUnhandled);
+    watch.stop();
     diagnostics.unsubscribe(DiagnosticsChannel.CallOutlived, onOutlived);
   });
 
@@ -185,7 +184,7 @@ describe.runIf(available)('work the handler did not await (PostgreSQL)', () => {
           expect(outlived).toHaveLength(1);
           expect(outlived[0]).toMatchObject({ target: 'audit-db', outcome: 'ok' });
           expect(server.lines.filter((l) => String(l.msg).includes('outlived'))).toHaveLength(1);
-          expect(unhandled).toEqual([]);
+          expect(watch.seen).toEqual([]);
         } finally {
           await server.close();
         }
@@ -206,7 +205,7 @@ describe.runIf(available)('work the handler did not await (PostgreSQL)', () => {
           await settled;
           await rowLanded(key);
           expect(caught).toEqual([]);
-          expect(unhandled).toEqual([]);
+          expect(watch.seen).toEqual([]);
         } finally {
           await server.close();
         }
@@ -299,7 +298,7 @@ describe.runIf(available)('work the handler did not await (PostgreSQL)', () => {
           expect(line).toMatchObject({ target: 'audit-db', outcome: 'deadline_exceeded' });
           expect(line.outlivedMs).toBeGreaterThan(300);
           // Promise.race handled the loser's rejection: nothing unhandled.
-          expect(unhandled).toEqual([]);
+          expect(watch.seen).toEqual([]);
         } finally {
           await server.close();
         }

@@ -7,12 +7,23 @@
  */
 import type { RowDataPacket } from 'mysql2/promise';
 import { ER_NO_SUCH_THREAD, errnoOf, isFatal } from './driver-errors.js';
+import { RunLog } from './server-run.js';
 import { openSideConnection, type SideConnection } from './side-connection.js';
+import type { Sighting } from './sightings.js';
 
 /** How long a KILL may take, the side connection's connect included, before we give up on that connection. */
 export const KILL_TIMEOUT_MS = 2_000;
 
 const TIMED_OUT = Symbol('timed-out');
+const ELSEWHERE = Symbol('elsewhere');
+
+/**
+ * @internal What became of a KILL QUERY: carried out; refused because the server has no such thread (the
+ * connection it named is gone); not sent, because the side connection reached a server run on which the target
+ * connection was never seen alive (the id may be someone else's there); or not known (no answer in time, no side
+ * connection, refused otherwise).
+ */
+export type KillOutcome = 'killed' | 'no-such-thread' | 'elsewhere' | 'unknown';
 
 /** `promise`, or TIMED_OUT after `ms`; the timer never keeps the process up. */
 function within<T>(promise: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
@@ -27,6 +38,7 @@ function within<T>(promise: Promise<T>, ms: number): Promise<T | typeof TIMED_OU
 /** @internal */
 export class Killer {
   readonly #config: object;
+  readonly #runs = new RunLog();
   #side: SideConnection | undefined;
   #ended = false;
 
@@ -56,42 +68,46 @@ export class Killer {
   }
 
   /**
-   * Sends `KILL QUERY <threadId>`. Resolves true once the server has carried it out (or the connection no longer
-   * exists), false when that cannot be known: no answer in time, or no side connection. Never rejects.
+   * Sends `KILL QUERY <threadId>`, the thread of the connection `seen` alive, if the side connection it goes out
+   * on reached that connection's server run; resolves with what became of it. Never rejects.
    */
-  async kill(threadId: number): Promise<boolean> {
-    if (!Number.isSafeInteger(threadId) || threadId <= 0) return false;
+  async kill(threadId: number, seen: Sighting | undefined): Promise<KillOutcome> {
+    if (!Number.isSafeInteger(threadId) || threadId <= 0) return 'unknown';
     // Two tries: the side connection may have been closed by the server (wait_timeout) without our knowing yet.
     for (let attempt = 0; attempt < 2; attempt++) {
       const side = this.#open();
-      if (side === undefined) return false;
+      if (side === undefined) return 'unknown';
       try {
+        // Checked against the very connection the KILL would go out on: a new one may reach another run.
         const outcome = await within(
-          side.ready.then((opened) => opened.connection.query(`KILL QUERY ${threadId}`)),
+          side.ready.then((opened): Promise<unknown> | typeof ELSEWHERE =>
+            opened.aim.reaches(seen) ? opened.connection.query(`KILL QUERY ${threadId}`) : ELSEWHERE,
+          ),
           KILL_TIMEOUT_MS,
         );
-        if (outcome !== TIMED_OUT) return true;
+        if (outcome === ELSEWHERE) return 'elsewhere';
+        if (outcome !== TIMED_OUT) return 'killed';
         this.#discard(side); // stuck: whatever it is waiting for, the next KILL must not wait behind it
-        return false;
+        return 'unknown';
       } catch (error) {
         const errno = errnoOf(error);
-        if (errno === ER_NO_SUCH_THREAD) return true;
+        if (errno === ER_NO_SUCH_THREAD) return 'no-such-thread';
         // The server refused this KILL (not our thread, say): the side connection itself is fine.
-        if (errno !== undefined && errno > 0 && !isFatal(error)) return false;
+        if (errno !== undefined && errno > 0 && !isFatal(error)) return 'unknown';
         // A failed connect, or a connection that died: worth one more try on a new one.
         this.#discard(side);
       }
     }
-    return false;
+    return 'unknown';
   }
 
-  /** Closes the side connection: KILLs already queued on it complete first; later ones resolve false. */
+  /** Closes the side connection: KILLs already queued on it complete first; later ones resolve `'unknown'`. */
   async end(): Promise<void> {
     this.#ended = true;
     const side = this.#side;
     this.#side = undefined;
     if (side === undefined) return;
-    // Still connecting: nothing was sent on it, nothing to wait for.
+    // Still connecting, or learning its run: no KILL was sent on it, nothing to wait for.
     if (!side.connected) {
       side.destroy();
       return;
@@ -108,7 +124,7 @@ export class Killer {
   #open(): SideConnection | undefined {
     if (this.#ended) return undefined;
     if (this.#side === undefined) {
-      const side = openSideConnection(this.#config, () => {
+      const side = openSideConnection(this.#config, this.#runs, () => {
         if (this.#side === side) this.#side = undefined;
       });
       this.#side = side;

@@ -10,6 +10,7 @@ import type { Backend } from './backend.js';
 import { checkout } from './checkout.js';
 import { giveBack, PooledConnection } from './connection.js';
 import { type Kind, Session } from './session.js';
+import { noteHandshakes } from './sightings.js';
 import { type Lease, runTransaction } from './transaction.js';
 import type {
   DeadlinePool,
@@ -32,6 +33,7 @@ export class DeadlinePoolImpl implements DeadlinePool {
   constructor(pool: Pool, backend: Backend) {
     this.pool = pool;
     this.#backend = backend;
+    noteHandshakes(pool);
   }
 
   query<T extends QueryResult = QueryResult>(sql: Sql, values?: QueryValues): Promise<[T, FieldPacket[]]> {

@@ -17,6 +17,8 @@ import { beltSql, sessionBelt } from './belt.js';
 import { ER_QUERY_INTERRUPTED, errnoOf, isFatal, isServerTimeout, serverTimeoutError } from './driver-errors.js';
 import type { Flavour } from './flavour.js';
 import { KILL_TIMEOUT_MS } from './killer.js';
+import { abandon, isLost, watchForLoss } from './lost-connections.js';
+import { sightingOf, watchForSighting } from './sightings.js';
 import type { ExecuteValues, QueryValues, Sql } from './types.js';
 
 /** @internal The two ways mysql2 runs a statement: text protocol and prepared. */
@@ -67,11 +69,16 @@ export class Session {
   constructor(connection: Connection, backend: Backend) {
     this.connection = connection;
     this.#backend = backend;
+    watchForLoss(connection);
+    watchForSighting(connection);
   }
 
-  /** The connection cannot be vouched for: a KILL may have missed, or it failed. Destroy it rather than reuse it. */
+  /**
+   * The connection cannot be vouched for: a KILL may have missed, or it failed, or the connection is gone.
+   * Destroy it rather than reuse it.
+   */
   get dirty(): boolean {
-    return this.#dirty;
+    return this.#dirty || isLost(this.connection);
   }
 
   /** Marks the connection as one that must not be reused (a ROLLBACK that failed). */
@@ -248,20 +255,43 @@ export class Session {
    * server before the statement did (it was still on the wire, or `execute()` was between its PREPARE and its
    * EXECUTE): a KILL QUERY finding the thread idle is dropped. Resolves whether the last KILL completed; gives up
    * re-sending after KILL_TIMEOUT_MS (a statement rolling back a large change ignores KILLs; the gate still waits
-   * for it to end).
+   * for it to end), and at once when the server has no such thread, or when the thread may not be ours on the
+   * server run the side connection reached (server-run.ts).
    */
   async #kill(running: Running): Promise<boolean> {
     const threadId = running.threadId as number;
     const killer = this.#backend.killer;
     const started = performance.now();
     for (let pause = 1; ; pause = Math.min(pause * 2, MAX_KILL_PAUSE_MS)) {
+      // The thread ended with its connection: there is nothing left to stop, and the id names no one.
+      if (isLost(this.connection)) return true;
       running.killInFlight = true;
-      const killed = await killer.kill(threadId);
+      const outcome = await killer.kill(threadId, sightingOf(this.connection));
       running.killInFlight = false;
-      if (!killed) return false;
+      if (outcome === 'no-such-thread' || outcome === 'elsewhere') return this.#outlive(running);
+      if (outcome === 'unknown') return false;
       if (running.threadId === undefined || performance.now() - started > KILL_TIMEOUT_MS) return true;
       await Promise.race([running.settled, delay(pause, undefined, { ref: false })]);
       if (running.threadId === undefined) return true;
     }
+  }
+
+  /**
+   * No KILL can reach the statement: the server knows no thread by its connection id, or the side connection
+   * reached a server run on which the connection was never seen alive (after a restart or a failover the id may
+   * name someone else's connection there; or the run had just started, too recently to tell). Sending again
+   * cannot help. Either the statement is alive (behind a proxy; on a run seen too early) and the server's own
+   * limit stops it shortly, or the connection is gone without this process having heard: cut on the way, or left
+   * behind by a restart or a failover. Then nothing will ever answer the statement, so once KILL_TIMEOUT_MS has
+   * passed its socket is closed, rather than the connection held until TCP notices, hours later. Resolves true
+   * when the statement settled of itself: no KILL of ours is left to land on the thread.
+   */
+  async #outlive(running: Running): Promise<boolean> {
+    const settled = await Promise.race([
+      running.settled.then(() => true),
+      delay(KILL_TIMEOUT_MS, false, { ref: false }),
+    ]);
+    if (!settled) abandon(this.connection);
+    return settled;
   }
 }

@@ -1,22 +1,28 @@
 /**
  * The side connection: a connection of our own to the same server, with the pool's own configuration (host, user,
- * TLS, auth plugins), used to send KILL QUERY while the statement's own connection is busy running it.
+ * TLS, auth plugins), used to send KILL QUERY while the statement's own connection is busy running it. Before it
+ * is ready it learns which server run it reached (server-run.ts), which says what its KILLs may name.
  */
+import type { Socket } from 'node:net';
 import { storage } from '@deadline/core/internal';
 import { Connection as CoreConnection } from 'mysql2';
 import type { Connection } from 'mysql2/promise';
+import { isFatal } from './driver-errors.js';
+import { peerOf } from './peer.js';
+import { Aim, type RunLog, readServerRun } from './server-run.js';
 
-/** @internal An open side connection and the version its server announced. */
+/** @internal An open side connection, the version its server announced, and what its KILLs may name. */
 export interface OpenSideConnection {
   connection: Connection;
   serverVersion: string | undefined;
+  aim: Aim;
 }
 
 /** @internal A side connection being opened, or open. */
 export interface SideConnection {
-  /** Resolves once the handshake is done; rejects if the connect fails. */
+  /** Resolves once the handshake is done and the run known; rejects if the connect fails. */
   ready: Promise<OpenSideConnection>;
-  /** Whether the handshake is done. */
+  /** Whether it is ready: connected, its run known. */
   readonly connected: boolean;
   /** Closes the socket now, connected or still connecting. */
   destroy(): void;
@@ -26,18 +32,29 @@ interface CoreConnectionLike {
   on(event: 'error' | 'end', listener: () => void): unknown;
   once(event: 'connect', listener: (handshake?: { serverVersion?: unknown }) => void): unknown;
   once(event: 'error', listener: (error: Error) => void): unknown;
-  stream?: { unref?: () => void } | undefined;
+  stream?: Socket | undefined;
   promise(): Connection;
   destroy(): void;
 }
 
 type CoreConnectionClass = new (options: { config: object }) => CoreConnectionLike;
 
+/** What a connection that answered may kill: the run it reached, or nothing when it cannot tell (a proxy?). */
+async function aimOf(opened: Connection, peer: string, runs: RunLog, openingAt: number): Promise<Aim> {
+  try {
+    return runs.arrive(await readServerRun(opened), peer, openingAt);
+  } catch (error) {
+    if (isFatal(error)) throw error; // the connection died: a failed connect
+    return Aim.NOWHERE;
+  }
+}
+
 /**
- * @internal Opens a connection with a copy of `config` (a mysql2 `ConnectionConfig`, as parsed for the pool).
- * `onGone` is called when it closes or fails later, so the owner stops using it.
+ * @internal Opens a connection with a copy of `config` (a mysql2 `ConnectionConfig`, as parsed for the pool), and
+ * logs the run it reaches in `runs`. `onGone` is called when it closes or fails later, so the owner stops using it.
  */
-export function openSideConnection(config: object, onGone: () => void): SideConnection {
+export function openSideConnection(config: object, runs: RunLog, onGone: () => void): SideConnection {
+  const openingAt = performance.now();
   // Outside any request's context: the socket lives longer than the request that happened to need it first, and
   // must neither keep that request's context alive nor run anything in it.
   return storage.exit(() => {
@@ -53,11 +70,16 @@ export function openSideConnection(config: object, onGone: () => void): SideConn
     const ready = new Promise<OpenSideConnection>((resolve, reject) => {
       core.once('error', reject);
       core.once('connect', (handshake) => {
-        connected = true;
         // Never the reason the process stays up: the pool's own connections are.
         core.stream?.unref?.();
         const version = handshake?.serverVersion;
-        resolve({ connection: core.promise(), serverVersion: typeof version === 'string' ? version : undefined });
+        const connection = core.promise();
+        aimOf(connection, peerOf(core.stream, version), runs, openingAt).then((aim) => {
+          // Connected once ready: until then nothing but our own reads is queued on it, and end() may just
+          // destroy it.
+          connected = true;
+          resolve({ connection, serverVersion: typeof version === 'string' ? version : undefined, aim });
+        }, reject);
       });
     });
     return {

@@ -4,7 +4,15 @@
  * test files running at the same time.
  */
 import { randomUUID } from 'node:crypto';
-import { type Connection, createConnection, type PoolOptions, type RowDataPacket } from 'mysql2/promise';
+import { runWithDeadline } from '@deadline/core';
+import {
+  type Connection,
+  type ConnectionOptions,
+  createConnection,
+  type Pool,
+  type PoolOptions,
+  type RowDataPacket,
+} from 'mysql2/promise';
 import { MARIADB } from '../../../test/support/services.ts';
 
 /** Connection options of the test server (`MYSQL_URL`, default `mysql://root@127.0.0.1:3306/test`). */
@@ -20,9 +28,39 @@ export function serverOptions(overrides: PoolOptions = {}): PoolOptions {
   };
 }
 
+/** The parsed connection config mysql2 keeps for a pool's connections (what the side connection is opened with). */
+export function connectionConfigOf(pool: Pool): object {
+  return (pool.pool as unknown as { config: { connectionConfig: object } }).config.connectionConfig;
+}
+
+/** How a call under a deadline settled: its error (none if it succeeded), when, and when its deadline was. */
+export interface Settled {
+  error: unknown;
+  at: number;
+  deadlineAt: number;
+}
+
+/** Runs `fn` under a deadline of `ms`; resolves with how it settled, never rejects. */
+export async function underDeadline(ms: number, fn: () => Promise<unknown>): Promise<Settled> {
+  const deadlineAt = performance.now() + ms;
+  try {
+    await runWithDeadline(ms, fn);
+    return { error: undefined, at: performance.now(), deadlineAt };
+  } catch (error) {
+    return { error, at: performance.now(), deadlineAt };
+  }
+}
+
 /** A comment unique to one statement, to find it in the process list: `/* mark-… *\/`. */
 export function marker(): string {
   return `mark-${randomUUID()}`;
+}
+
+/** The process list's condition for statements whose text contains `mark`. */
+function containing(mark: string): string {
+  // The marker is split in the watcher's own SQL, so the watcher's statement never matches itself.
+  const half = Math.floor(mark.length / 2);
+  return `INFO LIKE CONCAT('%', '${mark.slice(0, half)}', '${mark.slice(half)}', '%')`;
 }
 
 /** Reads the process list from its own connection (never through the code under test). */
@@ -33,18 +71,25 @@ export class Watcher {
     this.#connection = connection;
   }
 
-  static async open(): Promise<Watcher> {
-    return new Watcher(await createConnection(serverOptions()));
+  /** A watcher of the test server, or of the server `options` name. */
+  static async open(options: ConnectionOptions = serverOptions()): Promise<Watcher> {
+    return new Watcher(await createConnection(options));
   }
 
   /** How many statements the server is running whose text contains `mark`. */
   async running(mark: string): Promise<number> {
-    // The marker is split in the watcher's own SQL, so the watcher's statement never matches itself.
-    const half = Math.floor(mark.length / 2);
     const [rows] = await this.#connection.query<RowDataPacket[]>(
-      `SELECT COUNT(*) AS n FROM information_schema.processlist WHERE INFO LIKE CONCAT('%', '${mark.slice(0, half)}', '${mark.slice(half)}', '%')`,
+      `SELECT COUNT(*) AS n FROM information_schema.processlist WHERE ${containing(mark)}`,
     );
     return Number(rows[0]?.n);
+  }
+
+  /** The id of the connection running the statement whose text contains `mark`, if one does. */
+  async threadRunning(mark: string): Promise<number | undefined> {
+    const [rows] = await this.#connection.query<RowDataPacket[]>(
+      `SELECT ID AS id FROM information_schema.processlist WHERE ${containing(mark)}`,
+    );
+    return rows[0] === undefined ? undefined : Number(rows[0].id);
   }
 
   /** Polls until a statement containing `mark` runs (bounded by the test's timeout). */
@@ -81,6 +126,16 @@ export class Watcher {
     for (;;) {
       const ids = await this.connectionsOf(user);
       if (ids.length === count) return ids;
+    }
+  }
+
+  /** `KILL CONNECTION` on each of `ids`, as a restart, a failover or `wait_timeout` would drop them. */
+  async kill(ids: Iterable<number>): Promise<void> {
+    for (const id of ids) {
+      await this.#connection.query(`KILL CONNECTION ${Number(id)}`).catch((error: unknown) => {
+        // Gone already (closed by its client meanwhile): nothing to kill.
+        if ((error as { errno?: unknown }).errno !== 1094) throw error;
+      });
     }
   }
 

@@ -13,6 +13,8 @@ interface BlockingSpec {
   unit: 's' | 'ms';
   /** Puts back what the command returned (list and sorted-set pops); absent when nothing is removed. */
   pushBack?: (args: Args, reply: unknown) => [string, ...(string | number | Buffer)[]][];
+  /** Its reply at the timeout is a count, not "nothing" (`WAIT`). */
+  countsAtTimeout?: true;
 }
 
 const last = (args: Args) => args.length - 1;
@@ -78,15 +80,58 @@ export const BLOCKING: Readonly<Record<string, BlockingSpec>> = {
   // Stream reads remove nothing (XREADGROUP's entries wait in the pending list).
   xread: { at: blockOption(0), unit: 'ms' },
   xreadgroup: { at: blockOption(3), unit: 'ms' },
-  wait: { at: 1, unit: 'ms' },
+  // Its reply at the timeout is the number of replicas reached so far: only the server knows it.
+  wait: { at: 1, unit: 'ms', countsAtTimeout: true },
 };
+
+/** Where this call of `command` keeps its timeout, or -1 when it does not block (XREAD without `BLOCK`). */
+function timeoutIndex(command: string, args: Args): number {
+  const spec = BLOCKING[command];
+  if (spec === undefined) return -1;
+  const at = typeof spec.at === 'number' ? spec.at : spec.at(args);
+  return at >= 0 && at < args.length ? at : -1;
+}
 
 /** Whether this call of `command` blocks (XREAD only with `BLOCK`). @internal */
 export function isBlocking(command: string, args: Args): boolean {
-  const spec = BLOCKING[command];
-  if (spec === undefined) return false;
-  const at = typeof spec.at === 'number' ? spec.at : spec.at(args);
-  return at >= 0 && at < args.length;
+  return timeoutIndex(command, args) !== -1;
+}
+
+/**
+ * The call's own timeout in ms: 0 for "forever" (also for a value the server would refuse, which the clamp
+ * replaces); `undefined` when the call does not block.
+ * @internal
+ */
+export function ownTimeoutMs(command: string, args: Args): number | undefined {
+  const at = timeoutIndex(command, args);
+  if (at === -1) return undefined;
+  const given = Number(args[at]);
+  if (!Number.isFinite(given) || given < 0) return 0;
+  return BLOCKING[command]?.unit === 's' ? given * 1000 : given;
+}
+
+/**
+ * Whether the command's reply at its own timeout is "nothing" (`null`), so that releasing it here at that
+ * timeout, and answering `null`, is exactly what the server would have answered. Not `WAIT`: its reply is a
+ * count that only the server knows.
+ * @internal
+ */
+export function nullAtTimeout(command: string): boolean {
+  return BLOCKING[command]?.countsAtTimeout !== true;
+}
+
+/**
+ * The arguments with the server-side timeout set to `ms`, rounded up to whole ms (the server never answers
+ * before `ms`), at least 1 (0 would mean "forever").
+ * @internal
+ */
+export function withTimeoutMs(command: string, args: Args, ms: number): Args {
+  const at = timeoutIndex(command, args);
+  if (at === -1) return args;
+  const whole = Math.max(1, Math.ceil(ms));
+  const changed = [...args];
+  changed[at] = BLOCKING[command]?.unit === 's' ? (whole / 1000).toFixed(3) : String(whole);
+  return changed;
 }
 
 /**
@@ -95,17 +140,10 @@ export function isBlocking(command: string, args: Args): boolean {
  * @internal
  */
 export function clampTimeout(command: string, args: Args, budgetMs: number): Args {
-  const spec = BLOCKING[command];
-  if (spec === undefined) return args;
-  const at = typeof spec.at === 'number' ? spec.at : spec.at(args);
-  if (at < 0 || at >= args.length) return args;
-  const given = Number(args[at]);
-  const givenMs = Number.isFinite(given) && given >= 0 ? (spec.unit === 's' ? given * 1000 : given) : 0;
-  // Whole ms, at least 1: 0 would mean "block forever".
-  const ms = Math.max(1, Math.floor(givenMs === 0 ? budgetMs : Math.min(givenMs, budgetMs)));
-  const clamped = [...args];
-  clamped[at] = spec.unit === 's' ? (ms / 1000).toFixed(3) : String(ms);
-  return clamped;
+  const own = ownTimeoutMs(command, args);
+  if (own === undefined) return args;
+  // Rounded down: never beyond the budget.
+  return withTimeoutMs(command, args, Math.floor(own === 0 ? budgetMs : Math.min(own, budgetMs)));
 }
 
 /** Commands that put back what a released blocking command popped. @internal */

@@ -1,23 +1,61 @@
 /**
  * Releasing a blocked connection. Each ioredis connection (a `Redis` client, or one node's connection inside a
- * `Cluster`) gets one releaser: its connection id, asked once per connection, and a side connection to the
- * same server for `CLIENT UNBLOCK` and for putting back what a released pop took.
+ * `Cluster`) gets one releaser: the lane its blocking commands take turns in, its connection id (asked again
+ * each time it reconnects), and a side connection to the same server for `CLIENT UNBLOCK` and for putting back
+ * what a released pop took.
+ *
+ * A release is kept at until the command it is for has replied, because the server may not hold that command
+ * when the first UNBLOCK arrives: it may not have read it yet, or it may be about to get it again — ioredis
+ * re-sends the commands a dropped connection left unanswered (`autoResendUnfulfilledCommands`), and a
+ * blocking command re-sent that way blocks for its whole timeout again, on a connection with a new id. The
+ * lane guarantees that whatever of ours an UNBLOCK reaches is the command it was sent for (see lane.ts).
  */
-import { storage } from '@deadline/core/internal';
+
 import { pushBackCommands } from './blocking.js';
-import type { ConnectionLike, RedisLike } from './types.js';
+import { Lane } from './lane.js';
+import { openSideConnection } from './side-connection.js';
+import type { ConnectionLike } from './types.js';
+import { firstOf } from './wait.js';
+
+/** A command written on the connection, until it has replied — or never will. @internal */
+export interface Sent {
+  readonly settled: Promise<void>;
+  readonly done: boolean;
+}
+
+/** The longest pause between two tries (an UNBLOCK that found nothing blocked, or was lost; a push-back lost). */
+const MAX_PAUSE_MS = 50;
+/** 1, 2, 4, … ms, up to {@link MAX_PAUSE_MS}. */
+const nextPause = (ms: number) => Math.min(Math.max(1, ms * 2), MAX_PAUSE_MS);
+/** A push-back lost again and again (each try waits for the side connection to be back) is given up at last. */
+const MAX_PUSH_BACK_ATTEMPTS = 20;
+
+/** An error the server answered (`-ERR`, `-NOPERM`, `-WRONGTYPE`): asking again would get the same. */
+function isRefusal(error: unknown): boolean {
+  return (error as { name?: unknown } | null)?.name === 'ReplyError';
+}
 
 /** What releases one connection when the command blocking it is no longer awaited. @internal */
 export class Releaser {
+  /** The connection's blocking commands, one on the wire at a time. */
+  readonly lane = new Lane();
   readonly #connection: ConnectionLike;
+  /** The current connection's id, once asked; unset from its close to the next connect. */
   #id: Promise<number | undefined> | undefined;
-  #side: RedisLike | undefined;
+  /** `CLIENT ID` was refused: nothing can be released. */
+  #refused = false;
+  #side: ConnectionLike | undefined;
 
   constructor(connection: ConnectionLike) {
     this.#connection = connection;
-    // A new connection has a new id.
     connection.on('close', () => {
       this.#id = undefined;
+    });
+    // A new connection has a new id. Asked as soon as it is up, while ioredis still only sends its handshake
+    // (CLIENT is one): before it re-sends what the old connection left unanswered, a blocking command among
+    // them, behind which the question would wait.
+    connection.on('connect', () => {
+      if (this.#id === undefined && !this.#refused) this.#id = this.#askId();
     });
     // The side connection lives no longer than the connection it serves.
     connection.on('end', () => {
@@ -26,44 +64,173 @@ export class Releaser {
     });
   }
 
-  /** The connection's `CLIENT ID`: asked before its first blocking command, so never queued behind one. */
-  idOf(): Promise<number | undefined> {
-    this.#id ??= this.#connection.call('client', 'id').then(
-      (id) => Number(id),
-      () => undefined,
-    );
+  /**
+   * Before a blocking command that may have to be released: the connection's id (one round trip the first time
+   * — never queued behind a blocking command of ours, as the caller holds the lane), and the side connection
+   * opened ahead, so that a release is one write.
+   */
+  prepare(): Promise<number | undefined> {
+    if (this.#side === undefined && this.#connection.status !== 'end')
+      this.#side = openSideConnection(this.#connection);
+    this.#id ??= this.#askId();
     return this.#id;
   }
 
-  async unblock(id: Promise<number | undefined>): Promise<void> {
-    const clientId = await id;
-    if (clientId === undefined) return;
-    // TIMEOUT: the command returns as if its own timeout passed (nothing popped), not with an error.
-    await this.#sideConnection()
-      .call('client', 'unblock', clientId, 'timeout')
-      .catch(() => {});
+  /**
+   * Writes a command that blocks, or may (a pipeline holding one), in its turn, with nothing to release: the
+   * turn ends when its reply has come. `wait` bounds the wait for the turn (a call's race); when it rejects,
+   * the place is given up and nothing is written.
+   */
+  inTurn<T>(write: () => Promise<T>, wait: (ready: Promise<void>) => Promise<void> = (ready) => ready): Promise<T> {
+    const turn = this.lane.enter();
+    return wait(turn.ready).then(
+      () => {
+        const reply = write();
+        this.track(reply).settled.then(turn.end);
+        return reply;
+      },
+      (error: unknown) => {
+        turn.end();
+        throw error;
+      },
+    );
   }
 
+  /** Follows `reply`, the promise of a command written now, to when it has replied or never will. */
+  track(reply: Promise<unknown>): Sent {
+    const connection = this.#connection;
+    let done = false;
+    let settle!: () => void;
+    const settled = new Promise<void>((resolve) => {
+      settle = resolve;
+    });
+    const finish = () => {
+      if (done) return;
+      done = true;
+      connection.off('close', finish);
+      settle();
+    };
+    reply.then(finish, finish);
+    // Without autoResendUnfulfilledCommands, ioredis drops what a closed connection left unanswered and never
+    // settles it: from the close on, it is neither on the server nor coming back.
+    const resends = (connection as { options?: { autoResendUnfulfilledCommands?: unknown } }).options;
+    if (resends?.autoResendUnfulfilledCommands === false && connection.status === 'ready') {
+      connection.once('close', finish);
+    }
+    return {
+      settled,
+      get done() {
+        return done;
+      },
+    };
+  }
+
+  /**
+   * Releases the command `sent`, written on this connection, whose caller no longer waits for it: `CLIENT
+   * UNBLOCK <id> TIMEOUT`, so that it returns as if its timeout had passed — nothing popped — and the commands
+   * behind it go ahead. Asked again while it has not replied: when the UNBLOCK found nothing blocked (the
+   * server had not read it yet, or the connection dropped and ioredis is to re-send it), when the side
+   * connection dropped with the UNBLOCK in flight (after it reconnects), and when the connection dropped after
+   * the release (the re-sent command blocks anew, on the new connection, under its new id). Resolves once the
+   * command has replied and no UNBLOCK sent for it is still unanswered; never rejects.
+   */
+  async release(sent: Sent): Promise<void> {
+    let pauseMs = 0;
+    while (!sent.done) {
+      const id = await this.#currentId(sent);
+      const side = id === undefined ? undefined : await this.#readySide(sent.settled);
+      if (sent.done || id === undefined || side === undefined) return;
+      let released: number;
+      try {
+        released = Number(await side.call('client', 'unblock', id, 'timeout'));
+      } catch (error) {
+        // Refused (the user lacks CLIENT UNBLOCK): the command ends at its own clamped timeout.
+        if (isRefusal(error)) return;
+        // Lost with the side connection (an UNBLOCK is never re-sent by ioredis): asked again once it is back.
+        // Its status may still say `ready` for a moment, its socket already gone: wait for an event or a pause,
+        // never again at once, or this loop would spin without letting the close be seen.
+        await firstOf(side, ['ready'], sent.settled, pauseMs);
+        pauseMs = nextPause(pauseMs);
+        continue;
+      }
+      if (released === 1) {
+        // Its reply is on the way, unless the connection drops first and ioredis sends it again.
+        pauseMs = 0;
+        await firstOf(this.#connection, ['close'], sent.settled);
+        continue;
+      }
+      // Nothing blocked: its reply is on the way, or the server has not read it (yet, or again).
+      await firstOf(this.#connection, ['ready'], sent.settled, pauseMs);
+      pauseMs = nextPause(pauseMs);
+    }
+  }
+
+  /**
+   * Puts back what a released pop took, on the side connection, at least once: a push-back lost with the side
+   * connection may have been applied before the drop, and is sent again — an element twice beats an element
+   * lost. A refusal (`WRONGTYPE`, an ACL) is final, and swallowed; so is the 20th loss in a row.
+   */
   async pushBack(command: string, args: unknown[], reply: unknown): Promise<void> {
     for (const [name, ...rest] of pushBackCommands(command, args as never, reply)) {
-      await this.#sideConnection()
-        .call(name, ...rest)
-        .catch(() => {});
+      let pauseMs = 0;
+      for (let attempt = 0; attempt < MAX_PUSH_BACK_ATTEMPTS; attempt++) {
+        // Undefined once the client has ended: nothing left to put it back with.
+        const side = await this.#readySide();
+        if (side === undefined) return;
+        try {
+          await side.call(name, ...rest);
+          break;
+        } catch (error) {
+          if (isRefusal(error)) break;
+          // As in release(): never again at once.
+          await firstOf(side, ['ready'], undefined, pauseMs);
+          pauseMs = nextPause(pauseMs);
+        }
+      }
     }
   }
 
-  #sideConnection(): RedisLike {
-    let side = this.#side;
-    if (side === undefined || side.status === 'end') {
-      // Outside the request's context (a long-lived connection must not keep one request's context alive), and
-      // without a keyPrefix: the keys it puts back come from replies, already prefixed.
-      const created = storage.exit(() => this.#connection.duplicate({ keyPrefix: '' }));
-      side = this.#side = created;
-      // Never keeps the process alive, never reports on the app's error handlers.
-      created.on('error', () => {});
-      created.on('connect', () => (created as unknown as { stream?: { unref?: () => void } }).stream?.unref?.());
+  #askId(): Promise<number | undefined> {
+    const asked: Promise<number | undefined> = this.#connection.call('client', 'id').then(
+      (id) => Number(id),
+      (error: unknown) => {
+        if (isRefusal(error)) this.#refused = true;
+        // Dropped with the connection: asked again at its next connect.
+        else if (this.#id === asked) this.#id = undefined;
+        return undefined;
+      },
+    );
+    return asked;
+  }
+
+  /** The current connection's id, waiting for the connection to be back when it is away; undefined: none to get. */
+  async #currentId(sent: Sent): Promise<number | undefined> {
+    for (;;) {
+      const id = await this.#id;
+      if (id !== undefined || this.#refused || sent.done || this.#connection.status === 'end') return id;
+      await firstOf(this.#connection, ['connect', 'end'], sent.settled);
+      // Listening to `connect` after the constructor's own listener: the new id is being asked by now.
     }
-    return side;
+  }
+
+  /**
+   * The side connection once it is ready; undefined when `until` settles or the client ended first (its side
+   * connection is then closed, which ends the wait).
+   */
+  async #readySide(until?: Promise<unknown>): Promise<ConnectionLike | undefined> {
+    let stopped = false;
+    until?.then(
+      () => (stopped = true),
+      () => (stopped = true),
+    );
+    for (;;) {
+      if (this.#connection.status === 'end') return undefined;
+      let side = this.#side;
+      if (side === undefined || side.status === 'end') side = this.#side = openSideConnection(this.#connection);
+      if (side.status === 'ready') return side;
+      await firstOf(side, ['ready', 'end'], until);
+      if (stopped) return undefined;
+    }
   }
 }
 

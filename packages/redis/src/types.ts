@@ -35,5 +35,16 @@ export interface PipelineLike {
 
 /** One server connection: a `Redis` client, or a node's inside a `Cluster`. @internal */
 export interface ConnectionLike extends RedisLike {
-  duplicate(override?: { keyPrefix?: string }): ConnectionLike;
+  duplicate(override?: SideOptions): ConnectionLike;
+}
+
+/** The ioredis options a side connection overrides (see side-connection.ts). @internal */
+export interface SideOptions {
+  keyPrefix?: string;
+  lazyConnect?: boolean;
+  enableOfflineQueue?: boolean;
+  autoResendUnfulfilledCommands?: boolean;
+  maxRetriesPerRequest?: number;
+  retryStrategy?: (attempt: number) => number;
+  connectionName?: string;
 }

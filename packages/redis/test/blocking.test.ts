@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { clampTimeout, pushBackCommands } from '../src/blocking.ts';
+import { clampTimeout, nullAtTimeout, ownTimeoutMs, pushBackCommands, withTimeoutMs } from '../src/blocking.ts';
 
 const timeoutOf = (command: string, args: (string | number)[]) => {
   switch (command) {
@@ -87,5 +87,26 @@ describe('pushBackCommands', () => {
     expect(pushBackCommands('blpop', ['k', 0], null)).toEqual([]);
     expect(pushBackCommands('blmove', ['a', 'b', 'LEFT', 'RIGHT', 0], 'v')).toEqual([]);
     expect(pushBackCommands('xread', ['BLOCK', 0, 'STREAMS', 's', '$'], [['s', []]])).toEqual([]);
+  });
+});
+
+describe('own timeouts', () => {
+  it('read in ms from each command\'s unit; 0 is "forever"; undefined for a call that does not block', () => {
+    expect(ownTimeoutMs('blpop', ['k', 0.25])).toBe(250);
+    expect(ownTimeoutMs('blpop', ['k', '0'])).toBe(0);
+    expect(ownTimeoutMs('xread', ['BLOCK', 40, 'STREAMS', 's', '$'])).toBe(40);
+    expect(ownTimeoutMs('xread', ['STREAMS', 's', '$'])).toBeUndefined();
+    expect(ownTimeoutMs('get', ['k'])).toBeUndefined();
+  });
+
+  it('written back rounded up, so the server never answers before the time given', () => {
+    expect(withTimeoutMs('blpop', ['k', 1], 6.2)).toEqual(['k', '0.007']);
+    expect(withTimeoutMs('xread', ['BLOCK', 0, 'STREAMS', 's', '$'], 0.3)).toEqual(['BLOCK', '1', 'STREAMS', 's', '$']);
+  });
+
+  it('every blocking command times out to null, but WAIT (a count only the server knows)', () => {
+    expect(nullAtTimeout('blpop')).toBe(true);
+    expect(nullAtTimeout('xreadgroup')).toBe(true);
+    expect(nullAtTimeout('wait')).toBe(false);
   });
 });

@@ -7,6 +7,7 @@
 import { isDeadlineError, runWithDeadline } from '@deadline/core';
 import pg from 'pg';
 import { expect } from 'vitest';
+import { expectProcessLives as expectLives } from '../../../../test/support/process-watch.ts';
 import type { SteadyLoad } from '../../../../test/support/steady-load.ts';
 import { type CancelTarget, sendCancelRequest } from '../../src/cancel-request.ts';
 import type { DeadlinePool } from '../../src/index.ts';
@@ -37,22 +38,9 @@ export function isClear(error: unknown): boolean {
   return CLEAR.test(explain(error));
 }
 
-/**
- * Runs `test` with listeners for uncaught exceptions and unhandled rejections on the process, and checks that
- * none fired: an 'error' event nobody listens to would have ended a real process (vitest catches it).
- */
-export async function expectProcessLives(test: () => Promise<void>): Promise<void> {
-  const seen: unknown[] = [];
-  const onUncaught = (error: unknown) => seen.push(error);
-  process.on('uncaughtException', onUncaught);
-  process.on('unhandledRejection', onUncaught);
-  try {
-    await test();
-  } finally {
-    process.off('uncaughtException', onUncaught);
-    process.off('unhandledRejection', onUncaught);
-  }
-  expect(seen.map(explain)).toEqual([]);
+/** Runs `test` and checks that nothing reached the process (see test/support/process-watch.ts). */
+export function expectProcessLives(test: () => Promise<void>): Promise<void> {
+  return expectLives(test, explain);
 }
 
 /**

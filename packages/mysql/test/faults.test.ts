@@ -1,0 +1,532 @@
+/**
+ * The server drops connections, as a restart, a failover or `wait_timeout` would: `KILL CONNECTION` on every
+ * connection of a wrapped pool (statements in flight and idle connections alike), on the side connection that
+ * sends KILL QUERY, on a single wrapped connection. The process lives; calls in flight fail at once with the
+ * driver's error, never after their deadline; the load is back within a second; no session keeps a limit this
+ * package set; and a KILL QUERY meant for a connection that died reaches nothing else.
+ */
+import { once } from 'node:events';
+import type { Socket } from 'node:net';
+import { DeadlineExceededError, runWithDeadline } from '@deadline/core';
+import { createConnection as createCallbackConnection } from 'mysql2';
+import { createPool, type Pool, type RowDataPacket } from 'mysql2/promise';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { type ProcessWatch, watchProcess } from '../../../test/support/process-watch.ts';
+import { MARIADB, requireService } from '../../../test/support/services.ts';
+import { type SteadyLoad, steadyLoad } from '../../../test/support/steady-load.ts';
+import { type DeadlinePool, withDeadline } from '../src/index.ts';
+import { KILL_TIMEOUT_MS, Killer } from '../src/killer.ts';
+import { sightingOf } from '../src/sightings.ts';
+import { SilentForwarder } from './silent-forwarder.ts';
+import { connectionConfigOf, marker, type Settled, testUser, underDeadline, Watcher } from './support.ts';
+
+const ok = await requireService(MARIADB);
+
+/** The budget of each call of a steady load. */
+const LOAD_BUDGET_MS = 1_000;
+/** How late past its deadline a call may settle, on a busy 2-core machine, and still not count as hanging. */
+const SETTLE_MARGIN_MS = 1_000;
+/** The load's rate is measured over this long: just before the fault, and from RECOVERY_MS after it. */
+const WINDOW_MS = 1_000;
+const RECOVERY_MS = 500;
+/** What the load must be back to after the fault, as a share of its rate before (the machine is noisy). */
+const RECOVERED_SHARE = 0.5;
+
+/** The driver's own account of a connection that is gone: mysql2 marks every such error fatal. */
+function isConnectionLoss(error: unknown): boolean {
+  return error instanceof Error && (error as { fatal?: unknown }).fatal === true;
+}
+
+/** The error's code (`PROTOCOL_CONNECTION_LOST`), else its message. */
+function nameOf(error: unknown): string {
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  return typeof code === 'string' ? code : String(message);
+}
+
+function tally(errors: readonly unknown[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const error of errors) counts[nameOf(error)] = (counts[nameOf(error)] ?? 0) + 1;
+  return counts;
+}
+
+/** Resolves once `at` has passed, on a success of the load: the load's record up to `at` is complete. */
+async function loadUntil(load: SteadyLoad, at: number): Promise<void> {
+  while (performance.now() < at) await load.successes(1);
+}
+
+/** The thread ids of the pool's own connections, recorded as mysql2 opens them: the side connection is not one. */
+function threadsOf(pool: Pool): Set<number> {
+  const ids = new Set<number>();
+  pool.on('connection', (connection) => ids.add(connection.threadId));
+  return ids;
+}
+
+/**
+ * Whether the pool is opening a connection: one the server may already list, while mysql2 has not yet been told
+ * its thread id (it learns it, and the pool announces the connection, when the handshake is done).
+ */
+function opening(pool: Pool): boolean {
+  type Connections = { length: number; get(index: number): { threadId: number | null } };
+  const all = (pool.pool as unknown as { _allConnections: Connections })._allConnections;
+  for (let index = 0; index < all.length; index++) if (all.get(index).threadId === null) return true;
+  return false;
+}
+
+/** The socket under a mysql2 connection: its 'close' is where mysql2 reports a connection the server dropped. */
+function socketOf(connection: object): Socket {
+  return (connection as { connection: { stream: Socket } }).connection.stream;
+}
+
+/** How the load fared around one fault, for the test's assertions and its report. */
+interface Recovery {
+  before: number;
+  after: number;
+  firstSuccessMs: number | undefined;
+  failed: Record<string, number>;
+}
+
+/**
+ * Measures `load` around `fault`: the rate in the WINDOW_MS before it, then the calls that failed, the first
+ * success after it, and the rate from RECOVERY_MS after it. `fault` resolves when it is complete.
+ */
+async function around(load: SteadyLoad, fault: () => Promise<void>): Promise<Recovery> {
+  const from = performance.now();
+  await loadUntil(load, from + WINDOW_MS);
+  const before = load.rate(from, from + WINDOW_MS);
+  const faultAt = performance.now();
+  await fault();
+  const doneAt = performance.now();
+  await loadUntil(load, doneAt + RECOVERY_MS + WINDOW_MS);
+  const first = load.firstSuccessAfter(doneAt);
+  const failures = load.failures(faultAt);
+  // Whatever failed, failed with the driver's account of the lost connection, or at its deadline (a call that
+  // waited behind the fault on this busy machine): a clear error either way, never a hang (see expectNoHang).
+  for (const { error, startedAt, endedAt } of failures) {
+    const when = `${nameOf(error)}, a call started ${(startedAt - faultAt).toFixed(1)} ms after the fault began, ended ${(endedAt - faultAt).toFixed(1)} ms after`;
+    expect(isConnectionLoss(error) || error instanceof DeadlineExceededError, when).toBe(true);
+  }
+  return {
+    before,
+    after: load.rate(doneAt + RECOVERY_MS, doneAt + RECOVERY_MS + WINDOW_MS),
+    firstSuccessMs: first === undefined ? undefined : first.endedAt - doneAt,
+    failed: tally(failures.map((failure) => failure.error)),
+  };
+}
+
+function expectRecovered(recovery: Recovery): void {
+  expect(recovery.firstSuccessMs).toBeLessThan(1_000);
+  expect(recovery.after).toBeGreaterThanOrEqual(recovery.before * RECOVERED_SHARE);
+}
+
+/** No call of the load took longer than its budget plus the margin, failed or not. */
+function expectNoHang(load: SteadyLoad): void {
+  const longest = Math.max(...load.outcomes.map((outcome) => outcome.endedAt - outcome.startedAt));
+  expect(longest).toBeLessThanOrEqual(LOAD_BUDGET_MS + SETTLE_MARGIN_MS);
+}
+
+/** Every connection of the pool opened and given back: those the load does not use wait idle in the pool. */
+async function fill(db: DeadlinePool, limit: number): Promise<void> {
+  const held = await Promise.all(Array.from({ length: limit }, () => db.getConnection()));
+  for (const conn of held) conn.release();
+}
+
+/**
+ * Every connection of the pool checked out at once, each asked for its session's statement limit and the user
+ * variable this package keeps the application's limit in while it sets its own.
+ */
+async function sessionsOf(db: DeadlinePool, limit: number): Promise<{ id: number; limit: number; saved: unknown }[]> {
+  const held = await runWithDeadline(5_000, () => Promise.all(Array.from({ length: limit }, () => db.getConnection())));
+  try {
+    return await Promise.all(
+      held.map(async (conn) => {
+        const [[row]] = await conn.query<RowDataPacket[]>(
+          'SELECT CONNECTION_ID() AS id, @@session.max_statement_time AS limit_s, @deadline_saved_limit AS saved',
+        );
+        return { id: Number(row?.id), limit: Number(row?.limit_s), saved: row?.saved };
+      }),
+    );
+  } finally {
+    for (const conn of held) conn.release();
+  }
+}
+
+describe.runIf(ok)('the server drops connections (MariaDB)', () => {
+  let watcher: Watcher;
+  let serverLimit: number;
+  // An 'error' event nobody listens to is thrown, and reaches the process as an uncaught exception.
+  let watch: ProcessWatch;
+
+  beforeAll(async () => {
+    watcher = await Watcher.open();
+    const [[row]] = await watcher.query<RowDataPacket[]>('SELECT @@global.max_statement_time AS limit_s');
+    serverLimit = Number(row?.limit_s);
+    watch = watchProcess();
+  });
+
+  afterEach(() => {
+    expect(watch.seen).toEqual([]);
+  });
+
+  afterAll(async () => {
+    watch?.stop();
+    await watcher?.end();
+  });
+
+  /** A wrapped pool of `limit` connections of the user's, whose connections' thread ids are recorded as they open. */
+  async function poolOf(user: string, limit: number): Promise<{ db: DeadlinePool; poolThreads: Set<number> }> {
+    const pool = createPool({ ...(await testUser(watcher, user)), connectionLimit: limit });
+    return { db: withDeadline(pool), poolThreads: threadsOf(pool) };
+  }
+
+  /** Polls until the user has a side connection other than `gone`: one that is not the pool's. Resolves with its id. */
+  async function newSide(db: DeadlinePool, user: string, poolThreads: ReadonlySet<number>, gone: ReadonlySet<number>) {
+    for (;;) {
+      const listed = await watcher.connectionsOf(user);
+      // A connection the pool is still opening is in the list, and not yet among the pool's: ask again.
+      if (opening(db.pool)) continue;
+      const [side] = listed.filter((id) => !poolThreads.has(id) && !gone.has(id));
+      if (side !== undefined) return side;
+    }
+  }
+
+  it('KILL CONNECTION on every connection of a pool, three times: calls in flight fail at once, the load is back within 1 s', async () => {
+    const user = 'deadline_mysql_faults_pool';
+    const limit = 8;
+    const { db, poolThreads } = await poolOf(user, limit);
+    let turn = 0;
+    // execute() sets the session's limit and puts it back around each statement: a kill lands mid-way too.
+    const load = steadyLoad(3, () =>
+      runWithDeadline(LOAD_BUDGET_MS, () =>
+        turn++ % 2 === 0 ? db.query('SELECT SLEEP(0.01)') : db.execute('SELECT SLEEP(?)', [0.01]),
+      ),
+    );
+    const killed = new Set<number>();
+    /** Kills every connection of the pool the server lists; resolves with how many. */
+    const killPool = async () => {
+      const ids = (await watcher.connectionsOf(user)).filter((id) => poolThreads.has(id) && !killed.has(id));
+      for (const id of ids) killed.add(id);
+      await watcher.kill(ids);
+      return ids.length;
+    };
+    try {
+      for (const round of [1, 2, 3]) {
+        await fill(db, limit);
+        const inFlight: Promise<Settled>[] = [];
+        let counts = '';
+        let killsSentAt = 0;
+        const recovery = await around(load, async () => {
+          // Two statements of the test's own, in flight at the kill, far from their deadline.
+          const marks = [marker(), marker()];
+          inFlight.push(
+            underDeadline(3_000, () => db.query(`SELECT SLEEP(5) /* ${marks[0]} */`)),
+            underDeadline(3_000, () => db.execute(`SELECT SLEEP(?) /* ${marks[1]} */`, [5])),
+          );
+          await Promise.all(marks.map((mark) => watcher.waitRunning(mark)));
+          const busy = await watcher.statementsOf(user);
+          killsSentAt = performance.now();
+          counts = `${await killPool()} connections (${busy} running a statement)`;
+          if (round === 3) {
+            // Again at once: the connections that replaced them are killed as soon as the server lists one.
+            while (!(await watcher.connectionsOf(user)).some((id) => poolThreads.has(id) && !killed.has(id))) {}
+            counts += `, then the ${await killPool()} that replaced them`;
+          }
+        });
+        const settled = await Promise.all(inFlight);
+        for (const call of settled) {
+          expect(isConnectionLoss(call.error), nameOf(call.error)).toBe(true);
+          expect(call.at).toBeLessThanOrEqual(call.deadlineAt + SETTLE_MARGIN_MS);
+        }
+        console.log(
+          `pool, fault ${round}: killed ${counts}; in-flight statements failed with ${settled.map((call) => nameOf(call.error)).join(', ')}, ` +
+            `${settled.map((call) => (call.at - killsSentAt).toFixed(1)).join(' and ')} ms after the first KILL CONNECTION went out, ` +
+            `${settled.map((call) => Math.round(call.deadlineAt - call.at)).join(' and ')} ms before their deadline; ` +
+            `load calls failed: ${JSON.stringify(recovery.failed)}; first success ${recovery.firstSuccessMs?.toFixed(1)} ms after the kill; ` +
+            `rate ${recovery.before.toFixed(0)}/s before, ${recovery.after.toFixed(0)}/s from ${RECOVERY_MS} ms after`,
+        );
+        expectRecovered(recovery);
+      }
+      await load.stop();
+      expectNoHang(load);
+
+      // No session keeps a limit this package set; none of them is a connection that was killed.
+      const sessions = await sessionsOf(db, limit);
+      for (const session of sessions) {
+        expect(session.limit).toBe(serverLimit);
+        expect(session.saved).toBeNull();
+        expect(killed.has(session.id)).toBe(false);
+      }
+      // The killed connections are gone, the pool holds no more than its limit, plus the side connection.
+      expect((await watcher.connectionsOf(user)).length).toBeLessThanOrEqual(limit + 1);
+    } finally {
+      await load.stop();
+      await db.end();
+    }
+  }, 60_000);
+
+  it('KILL CONNECTION on the side connection, twice: a statement due to be killed at its deadline still is', async () => {
+    const user = 'deadline_mysql_faults_side';
+    // Enough for the load's three loops and the test's two statements at once.
+    const limit = 6;
+    const { db, poolThreads } = await poolOf(user, limit);
+    await fill(db, limit); // the pool's connections, all known before the side connection opens
+    const load = steadyLoad(2, () => runWithDeadline(LOAD_BUDGET_MS, () => db.query('SELECT SLEEP(0.01)')));
+    // Statements killed at their deadline, back to back: KILLs are going out on the side connection when it dies.
+    const deadlines = steadyLoad(1, async () => {
+      const error = await runWithDeadline(30, () => db.query('SELECT SLEEP(5)')).then(
+        () => new Error('SELECT SLEEP(5) outlived its 30 ms budget'),
+        (caught: unknown) => caught,
+      );
+      if (!(error instanceof DeadlineExceededError)) throw error;
+    });
+    const killed = new Set<number>();
+    try {
+      for (const round of [1, 2]) {
+        const marks = [marker(), marker()];
+        let stopping: Promise<(Settled & { goneAt: number })[]> = Promise.resolve([]);
+        const recovery = await around(load, async () => {
+          // DO carries no belt: only a KILL QUERY can stop these at their deadline. Each is watched from the
+          // moment its call rejects, for when the server no longer runs it.
+          stopping = Promise.all(
+            marks.map(async (mark) => {
+              const call = await underDeadline(1_000, () => db.query(`DO SLEEP(5) /* ${mark} */`));
+              return { ...call, goneAt: await watcher.waitGone(mark) };
+            }),
+          );
+          await Promise.all(marks.map((mark) => watcher.waitRunning(mark)));
+          const side = await newSide(db, user, poolThreads, killed);
+          killed.add(side);
+          await watcher.kill([side]);
+          if (round === 2) {
+            // Again at once: the side connection opened in its place is killed as soon as the server lists it.
+            const next = await newSide(db, user, poolThreads, killed);
+            killed.add(next);
+            await watcher.kill([next]);
+          }
+        });
+        const stopped = await stopping;
+        for (const call of stopped) {
+          expect(call.error).toBeInstanceOf(DeadlineExceededError);
+          expect(call.at).toBeGreaterThanOrEqual(call.deadlineAt - 5);
+          expect(call.at).toBeLessThanOrEqual(call.deadlineAt + SETTLE_MARGIN_MS);
+          expect(call.goneAt - call.deadlineAt).toBeLessThan(1_000);
+        }
+        // The KILLs went out on a side connection opened after the kill.
+        expect(await newSide(db, user, poolThreads, killed)).toBeGreaterThan(Math.max(...killed));
+        console.log(
+          `side connection, fault ${round}: the statements due at their deadline were rejected ${stopped.map((call) => (call.at - call.deadlineAt).toFixed(1)).join(' and ')} ms after it, ` +
+            `gone from the server ${stopped.map((call) => (call.goneAt - call.deadlineAt).toFixed(1)).join(' and ')} ms after it (KILL on a new side connection); ` +
+            `load calls failed: ${JSON.stringify(recovery.failed)}; first success ${recovery.firstSuccessMs?.toFixed(1)} ms after the kill; ` +
+            `rate ${recovery.before.toFixed(0)}/s before, ${recovery.after.toFixed(0)}/s from ${RECOVERY_MS} ms after; ` +
+            `${deadlines.outcomes.length} statements stopped at a 30 ms deadline so far, ${deadlines.failures().length} not`,
+        );
+        expectRecovered(recovery);
+      }
+      await Promise.all([load.stop(), deadlines.stop()]);
+      expectNoHang(load);
+      expect(deadlines.failures()).toEqual([]);
+      for (const session of await sessionsOf(db, limit)) {
+        expect(session.limit).toBe(serverLimit);
+        expect(session.saved).toBeNull();
+      }
+
+      // Killed, then end() at once, before this process has heard: it still closes everything, and lives.
+      await watcher.kill([await newSide(db, user, poolThreads, killed)]);
+      await db.end();
+      await watcher.waitConnections(user, 0);
+    } finally {
+      await Promise.all([load.stop(), deadlines.stop()]);
+      await db.end();
+    }
+  }, 60_000);
+
+  it('a single connection killed in flight, then one killed idle: the process lives, every call fails at once', async () => {
+    const user = 'deadline_mysql_faults_single';
+    const options = await testUser(watcher, user);
+    // mysql2's callback connection, as `.promise()` wraps it: no 'error' listener of mysql2's own guards it.
+    const open = async () => {
+      const raw = createCallbackConnection(options);
+      await once(raw, 'connect');
+      expect(raw.listenerCount('error')).toBe(0);
+      const db = withDeadline(raw.promise());
+      expect(raw.listenerCount('error')).toBeGreaterThan(0);
+      return db;
+    };
+
+    const busy = await open();
+    const mark = marker();
+    const inFlight = underDeadline(3_000, () => busy.query(`SELECT SLEEP(5) /* ${mark} */`));
+    await watcher.waitRunning(mark);
+    await watcher.kill([busy.connection.threadId]);
+    const killedAt = performance.now();
+    const running = await inFlight;
+    expect(isConnectionLoss(running.error), nameOf(running.error)).toBe(true);
+    expect(running.at).toBeLessThan(running.deadlineAt);
+    // The calls after it: refused by the driver at once, under a deadline and outside one.
+    const next = await underDeadline(1_000, () => busy.execute('SELECT 1'));
+    expect(isConnectionLoss(next.error), nameOf(next.error)).toBe(true);
+    expect(next.at).toBeLessThan(next.deadlineAt);
+    await expect(busy.query('SELECT 1')).rejects.toMatchObject({ fatal: true });
+    console.log(
+      `single connection killed in flight: the statement failed with ${nameOf(running.error)} ${(running.at - killedAt).toFixed(1)} ms after the kill, ` +
+        `${Math.round(running.deadlineAt - running.at)} ms before its deadline; the next call with "${nameOf(next.error)}"`,
+    );
+    await busy.end();
+
+    const idle = await open();
+    await runWithDeadline(1_000, () => idle.query('SELECT 1')); // its side connection is open too
+    const closed = once(socketOf(idle.connection), 'close');
+    await watcher.kill([idle.connection.threadId]);
+    await closed; // mysql2 has emitted 'error' on the connection by now, with no call to hand it to
+    const after = await underDeadline(1_000, () => idle.query('SELECT 1'));
+    expect(isConnectionLoss(after.error), nameOf(after.error)).toBe(true);
+    expect(after.at).toBeLessThan(after.deadlineAt);
+    await idle.end();
+    await watcher.waitConnections(user, 0);
+  });
+
+  it("a connection checked out through the wrapper keeps an 'error' listener once mysql2's own has fired", async () => {
+    const user = 'deadline_mysql_faults_held';
+    const { db } = await poolOf(user, 1);
+    try {
+      // Held by the application between statements, and killed there.
+      const conn = await runWithDeadline(1_000, () => db.getConnection());
+      const core = conn.connection.connection;
+      const closed = once(socketOf(conn.connection), 'close');
+      await watcher.kill([conn.connection.threadId]);
+      await closed;
+      expect(core.listenerCount('error')).toBeGreaterThan(0);
+      const next = await underDeadline(1_000, () => conn.query('SELECT 1'));
+      expect(isConnectionLoss(next.error), nameOf(next.error)).toBe(true);
+      conn.release(); // destroyed, not given back
+
+      // Inside a transaction, between two of its statements.
+      let acquired: { threadId: number; stream: Socket } | undefined;
+      db.pool.on('acquire', (connection) => {
+        acquired = connection as unknown as typeof acquired;
+      });
+      let killedId: number | undefined;
+      const transaction = underDeadline(2_000, () =>
+        db.transaction(async (tx) => {
+          await tx.query('SELECT 1');
+          const closing = once(acquired?.stream as Socket, 'close');
+          killedId = acquired?.threadId;
+          await watcher.kill([killedId as number]);
+          await closing;
+          await tx.query('SELECT 2');
+        }),
+      );
+      const { error, at, deadlineAt } = await transaction;
+      expect(isConnectionLoss(error), nameOf(error)).toBe(true);
+      expect(at).toBeLessThan(deadlineAt);
+
+      // The pool opens a new connection in their place.
+      const [[row]] = await runWithDeadline(1_000, () => db.query<RowDataPacket[]>('SELECT CONNECTION_ID() AS id'));
+      expect(row?.id).not.toBe(killedId);
+    } finally {
+      await db.end();
+    }
+  });
+
+  it('a KILL QUERY for a connection that died is not sent by the wrapper, and reaches no other connection', async () => {
+    const user = 'deadline_mysql_faults_late';
+    const { db } = await poolOf(user, 2);
+    const kills = vi.spyOn(Killer.prototype, 'kill');
+    try {
+      // Two statements with the same budget; one's connection is killed while it runs, the other reaches the deadline.
+      const doomed = marker();
+      const survivor = marker();
+      const dying = underDeadline(800, () => db.query(`SELECT SLEEP(5) /* ${doomed} */`));
+      const reaching = underDeadline(800, () => db.query(`DO SLEEP(5) /* ${survivor} */`));
+      await Promise.all([watcher.waitRunning(doomed), watcher.waitRunning(survivor)]);
+      const deadId = (await watcher.threadRunning(doomed)) as number;
+      const survivorId = (await watcher.threadRunning(survivor)) as number;
+      await watcher.kill([deadId]);
+      const died = await dying;
+      expect(isConnectionLoss(died.error), nameOf(died.error)).toBe(true);
+      const reached = await reaching; // settled at the deadline: the dead one's has passed too
+      expect(reached.error).toBeInstanceOf(DeadlineExceededError);
+      await watcher.waitGone(survivor);
+      const targets = kills.mock.calls.map(([threadId]) => threadId);
+      expect(targets).toContain(survivorId);
+      expect(targets).not.toContain(deadId);
+
+      // The server closes the connection while this process is busy (its event loop blocked) until past the
+      // statement's deadline: whichever it handles first afterwards, the close or the deadline, no KILL goes out
+      // for the dead thread.
+      kills.mockClear();
+      const conn = await db.getConnection();
+      const blind = marker();
+      const closing = underDeadline(300, () => conn.query(`SELECT SLEEP(5) /* ${blind} */`));
+      await watcher.waitRunning(blind);
+      const closedId = conn.connection.threadId;
+      conn.connection.connection.once('end', () => {
+        const until = performance.now() + 350;
+        while (performance.now() < until) {}
+      });
+      await watcher.kill([closedId]);
+      const closed = await closing;
+      expect(
+        closed.error instanceof DeadlineExceededError || isConnectionLoss(closed.error),
+        nameOf(closed.error),
+      ).toBe(true);
+      conn.release();
+      expect(kills).not.toHaveBeenCalled();
+
+      // A KILL QUERY for the dead thread, sent late, while a new connection runs a statement: it names a thread
+      // that no longer exists (MariaDB does not reuse a thread id while it runs), and the statement runs on.
+      const killer = new Killer(connectionConfigOf(db.pool));
+      try {
+        const fresh = marker();
+        const run = db.pool.query<RowDataPacket[]>(`SELECT SLEEP(0.3) AS slept, CONNECTION_ID() AS id /* ${fresh} */`);
+        await watcher.waitRunning(fresh);
+        // Aimed as the wrapper aims it: at a connection seen alive on this server run, as the dead one was.
+        expect(await killer.kill(deadId, sightingOf(conn.connection))).toBe('no-such-thread'); // nothing left to stop
+        const [[row]] = await run;
+        expect(row?.slept).toBe(0);
+        expect(row?.id).not.toBe(deadId);
+      } finally {
+        await killer.end();
+      }
+    } finally {
+      kills.mockRestore();
+      await db.end();
+    }
+  });
+
+  it('a connection cut on the way, its close never arriving: answered at the deadline, one KILL, the connection freed', async () => {
+    const user = 'deadline_mysql_faults_cut';
+    const options = await testUser(watcher, user);
+    const forwarder = await SilentForwarder.open(options.host as string, options.port as number);
+    // One connection: the statement after the cut can only run if the cut one is let go.
+    const db = withDeadline(createPool({ ...options, port: forwarder.port, connectionLimit: 1 }));
+    const kills = vi.spyOn(Killer.prototype, 'kill');
+    try {
+      const mark = marker();
+      const cut = underDeadline(300, () => db.query(`SELECT SLEEP(5) /* ${mark} */`));
+      await watcher.waitRunning(mark);
+      const cutId = (await watcher.threadRunning(mark)) as number;
+      await watcher.kill([cutId]);
+      const { error, at, deadlineAt } = await cut;
+      // This process never heard of the cut: its deadline answers.
+      expect(error).toBeInstanceOf(DeadlineExceededError);
+      expect(at).toBeLessThanOrEqual(deadlineAt + SETTLE_MARGIN_MS);
+      const [[row]] = await runWithDeadline(KILL_TIMEOUT_MS + 3_000, () =>
+        db.query<RowDataPacket[]>('SELECT CONNECTION_ID() AS id'),
+      );
+      const freedMs = performance.now() - deadlineAt;
+      expect(row?.id).not.toBe(cutId);
+      expect(freedMs).toBeLessThan(KILL_TIMEOUT_MS + SETTLE_MARGIN_MS);
+      // The server said it has no such thread: the KILL was not sent again and again until the statement settled.
+      const forCut = kills.mock.calls.filter(([threadId]) => threadId === cutId);
+      expect(forCut).toHaveLength(1);
+      console.log(
+        `connection cut on the way: the statement was answered ${(at - deadlineAt).toFixed(1)} ms after its deadline (${nameOf(error)}); ` +
+          `${forCut.length} KILL QUERY for its thread; its connection let go and a new one serving ${freedMs.toFixed(0)} ms after the deadline`,
+      );
+    } finally {
+      kills.mockRestore();
+      await db.end();
+      await forwarder.close();
+    }
+  });
+});
