@@ -19,7 +19,7 @@ import {
 } from './diagnostics.js';
 import { CancelledError, DeadlineExceededError } from './errors.js';
 import { type PrepareCallOptions, prepareCall } from './prepare-call.js';
-import type { Scope, StopReason } from './scope.js';
+import { releasedScope, type Scope, type StopReason } from './scope.js';
 import { storage } from './storage.js';
 import { timeoutFor } from './timeout-for.js';
 import { formatBudgetHeaders } from './wire/format-budget.js';
@@ -246,7 +246,8 @@ export class OutgoingCall {
     }
     // A call left running by an owner that is done with its context (an unawaited query): told apart, so it
     // can be logged against its request.
-    const released = this.#scope?._released();
+    const scope = this.#scope;
+    const released = scope === undefined ? undefined : releasedScope(scope);
     const reportOutlived =
       released !== undefined && (released._outlivedReporter !== undefined || hasCallOutlivedSubscribers());
     if (!hasCallSubscribers() && !reportOutlived) return;

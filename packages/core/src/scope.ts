@@ -350,14 +350,6 @@ export class Scope implements OwnedContext {
     publishEnd(this, before);
   }
 
-  /** @internal The nearest context, this one or an ancestor, whose owner released it; undefined if none. */
-  _released(): Scope | undefined {
-    for (let scope: Scope | undefined = this; scope !== undefined; scope = scope.parent) {
-      if (scope._releasedAt >= 0) return scope;
-    }
-    return undefined;
-  }
-
   /** @internal Adds a listener; `needsTimer` is false for a child's link (its own timer fires no later). */
   _subscribe(listener: StopListener, needsTimer: boolean): () => void {
     if (!this._stoppable) return noop;
@@ -483,6 +475,18 @@ export class Scope implements OwnedContext {
     this._external = undefined;
     if (signal !== undefined) this._stop(toStopReason(signal.reason));
   }
+}
+
+/**
+ * @internal The nearest context, `scope` or an ancestor, whose owner released it; undefined if none. Reads
+ * fields only, no method: a scope may come from another copy of this package, older than this one (a missing
+ * `_releasedAt` reads as never released).
+ */
+export function releasedScope(scope: Scope): Scope | undefined {
+  for (let at: Scope | undefined = scope; at !== undefined; at = at.parent) {
+    if (at._releasedAt >= 0) return at;
+  }
+  return undefined;
 }
 
 function noop(): void {}

@@ -376,8 +376,8 @@ export class RequestState implements RequestDeadline, OutlivedReporter {
     const outcome = this.outcome as RequestOutcome;
     const level = outcome === 'ok' || outcome === 'cancelled' ? this.options.logLevel : 'warn';
     const logger = level === false ? undefined : this.host.logger(this);
-    // Build the line only for someone: a logger that logs at this level, or a diagnostics subscriber.
     this.#logger = logger;
+    // Build the line only for someone: a logger that logs at this level, or a diagnostics subscriber.
     const logs = logger !== undefined && enabled(logger, level as 'info' | 'debug' | 'warn');
     if (!logs && !hasRequestEndSubscribers()) return;
     const budget = this.budget;

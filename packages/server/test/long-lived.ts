@@ -11,10 +11,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Harness, Io, LogLine, Route, Running } from './harness.ts';
 
 const EVENTS = 6;
-const EVERY_MS = 400;
-const DEFAULT_MS = 1_000;
+const EVERY_MS = 200;
+const DEFAULT_MS = 500;
 
-/** Six events, one every 400 ms; each says how the route's outgoing calls are bounded at that moment. */
+/** Six events, one every 200 ms; each says how the route's outgoing calls are bounded at that moment. */
 async function* sixEvents(io: Io): AsyncGenerator<string> {
   for (let i = 1; i <= EVENTS; i++) {
     await sleep(EVERY_MS);
@@ -80,7 +80,7 @@ export function longLivedSuite(harness: Harness): void {
         path: '/poll',
         longLived: true,
         handler: async (io) => {
-          await sleep(DEFAULT_MS + 500);
+          await sleep(DEFAULT_MS + 300);
           io.reply(200, { remainingMs: String(io.deadline.remainingMs()), source: io.deadline.budget.source });
         },
       },
@@ -88,7 +88,7 @@ export function longLivedSuite(harness: Harness): void {
         method: 'GET',
         path: '/poll-short',
         handler: async (io) => {
-          await sleep(DEFAULT_MS + 500);
+          await sleep(DEFAULT_MS + 300);
           io.reply(200, { late: true });
         },
       },
@@ -115,7 +115,7 @@ export function longLivedSuite(harness: Harness): void {
       expect(String(lines[0]?.msg)).toContain('longLived()');
     });
 
-    it('an SSE route that opts out gets all six events over 2.4 s: no default budget, nothing cut', async () => {
+    it('an SSE route that opts out gets all six events over 1.2 s: no default budget, nothing cut', async () => {
       const before = cutLines(server.logs).length;
       const received = await readEvents(`${server.url}/events-long`);
       expect(received.end).toBe('complete');
@@ -127,7 +127,7 @@ export function longLivedSuite(harness: Harness): void {
 
     it('a caller’s budget still bounds the opted-out route’s outgoing calls, but does not cut its stream', async () => {
       const response = await request(`${server.url}/events-long`, {
-        headers: { 'x-request-deadline': '900', accept: 'text/event-stream' },
+        headers: { 'x-request-deadline': '450', accept: 'text/event-stream' },
         dispatcher: agent,
       });
       expect(response.statusCode).toBe(200);
@@ -137,7 +137,7 @@ export function longLivedSuite(harness: Harness): void {
         .filter((chunk) => chunk.startsWith('data: '))
         .map((chunk) => JSON.parse(chunk.slice('data: '.length)) as Received['events'][number]);
       expect(events.map((e) => e.i)).toEqual([1, 2, 3, 4, 5, 6]);
-      // 400 and 800 ms: inside the caller's 900 ms; from 1,200 ms on, calls are refused before they are made.
+      // 200 and 400 ms: inside the caller's 450 ms; from 600 ms on, calls are refused before they are made.
       expect(events.map((e) => e.bound)).toEqual(['bounded', 'bounded', 'refused', 'refused', 'refused', 'refused']);
       expect(await signals.header).toBeInstanceOf(DeadlineExceededError);
     });
