@@ -8,8 +8,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { runWithDeadline } from '@deadline/core';
-import { deadlineInterceptor } from '@deadline/http';
-import { Agent, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { FETCH_VARIANTS } from './fetch-variants.js';
 import { canPin } from './overhead.js';
 import { readyUrl } from './ready-url.js';
 
@@ -38,7 +38,8 @@ const DOWNSTREAM_CPU = 0;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
 
-async function startDownstream(): Promise<{ url: string; child: ChildProcess }> {
+/** The bare node:http downstream of the fetch benchmarks, in its own process (pinned to CPU 0 where it can be). */
+export async function startDownstream(): Promise<{ url: string; child: ChildProcess }> {
   const script = fileURLToPath(new URL('./hello-server.js', import.meta.url));
   const command = canPin()
     ? ['taskset', ['-c', String(DOWNSTREAM_CPU), process.execPath, script]]
@@ -85,11 +86,10 @@ export async function measureFetchOverhead(
   options: FetchOverheadOptions,
   progress: (line: string) => void,
 ): Promise<FetchOverheadRow[]> {
-  const bare = new Agent();
-  const intercepted = new Agent().compose(deadlineInterceptor()) as Dispatcher;
-  // The floor: an interceptor that does nothing. undici translates between the handler API fetch speaks and
-  // the one interceptors speak (headers parsed, then rebuilt as buffers) on every response.
-  const composed = new Agent().compose((dispatch) => (opts, handler) => dispatch(opts, handler)) as Dispatcher;
+  const bare = FETCH_VARIANTS['fetch, bare Agent']();
+  const intercepted = FETCH_VARIANTS['fetch + deadlineInterceptor']();
+  // The floor: an interceptor that does nothing (see fetch-variants.ts).
+  const composed = FETCH_VARIANTS['fetch + an interceptor that does nothing']();
   const variants: Variant[] = [
     { name: 'fetch, bare Agent (in a deadline context)', baseline: '', dispatcher: bare, inContext: true },
     { name: 'fetch + deadlineInterceptor', baseline: '', dispatcher: intercepted, inContext: true },

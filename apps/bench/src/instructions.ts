@@ -1,8 +1,9 @@
 /**
  * Overhead as instructions per request, counted by valgrind's callgrind: unlike throughput or CPU time, a
- * count does not move when other tenants of a shared machine take the CPU. Each server runs single-threaded
- * (V8's background compiler and GC threads would otherwise add work that varies run to run); counting is
- * switched on only after a warm-up. Slow (valgrind runs the server ~50× slower): opt in with --instructions.
+ * count does not move when other tenants of a shared machine take the CPU. Each measured process runs
+ * single-threaded (V8's background compiler and GC threads would otherwise add work that varies run to run);
+ * counting is switched on only after a warm-up, and only in the measured process: a server (servers.ts) under
+ * autocannon's load, or a fetch client (fetch-client-process.ts) against a bare downstream.
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
@@ -11,40 +12,65 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import type { FetchVariant } from './fetch-variants.js';
 import { readyUrl } from './ready-url.js';
-import { BASELINE, VARIANTS, type Variant } from './servers.js';
+import type { Variant } from './servers.js';
 
-export interface InstructionsRow {
-  variant: Variant;
-  baseline: Variant;
-  instructionsPerRequest: number;
-  /** The baseline's count ÷ this one's (1 = no overhead). */
-  ratio: number;
+/** What is counted: a server variant under load, or a client variant's fetches. */
+export type Target = { kind: 'server'; variant: Variant } | { kind: 'client'; variant: FetchVariant };
+
+/** How long each count runs: the requests before counting starts, and those counted. */
+export interface CountOptions {
+  /**
+   * Responses before counting starts. Node 22 and 24 are still compiling hot code (tier-up) at 8,000 server
+   * requests; counts taken after 30,000 repeat within 0.5k.
+   */
+  warmUp: number;
+  requests: number;
 }
-
-/** Responses before counting starts: Node 22 and 24 are still compiling hot code (tier-up) at 8,000. */
-const WARM_UP = 30_000;
 
 export function canCountInstructions(): boolean {
   return spawnSync('valgrind', ['--version']).status === 0 && spawnSync('callgrind_control', ['-h']).status !== null;
 }
 
-async function count(variant: Variant, requests: number, dir: string): Promise<number> {
-  const script = fileURLToPath(new URL('./server-process.js', import.meta.url));
-  const child: ChildProcess = spawn(
+/** `node` (any binary) running `script` under callgrind, counting off until switched on. */
+function underCallgrind(node: string, dir: string, script: string, args: string[]): ChildProcess {
+  return spawn(
     'valgrind',
     [
       '--tool=callgrind',
       '--smc-check=all',
       '--instr-atstart=no',
       `--callgrind-out-file=${join(dir, 'callgrind.%p')}`,
-      process.execPath,
+      node,
       '--single-threaded',
       script,
-      variant,
+      ...args,
     ],
-    { stdio: ['ignore', 'pipe', 'ignore'] },
+    { stdio: ['pipe', 'pipe', 'ignore'] },
   );
+}
+
+function toggle(child: ChildProcess, on: boolean): void {
+  execFileSync('callgrind_control', ['-i', on ? 'on' : 'off', String(child.pid)], { stdio: 'ignore' });
+}
+
+/** The count of the window: the dump taken on request is `callgrind.<pid>.1`, its `totals:` line the count. */
+async function windowCount(child: ChildProcess, dir: string, what: string): Promise<number> {
+  execFileSync('callgrind_control', ['-d', String(child.pid)], { stdio: 'ignore' });
+  const dump = (await readdir(dir)).find((name) => name.endsWith('.1'));
+  if (dump === undefined) throw new Error(`${what}: no callgrind dump`);
+  return Number(/^totals:\s+(\d+)/m.exec(await readFile(join(dir, dump), 'utf8'))?.[1]);
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  child.kill('SIGTERM');
+  if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
+}
+
+async function countServer(node: string, variant: Variant, options: CountOptions, dir: string): Promise<number> {
+  const script = fileURLToPath(new URL('./server-process.js', import.meta.url));
+  const child = underCallgrind(node, dir, script, [variant]);
   try {
     const url = await readyUrl(child, `${variant}: the server did not start under valgrind`);
     // One load run, on one set of connections, counted in its middle: new connections make V8 deoptimize and
@@ -55,53 +81,99 @@ async function count(variant: Variant, requests: number, dir: string): Promise<n
       { url, connections: 4, amount: Number.MAX_SAFE_INTEGER, headers: { 'x-request-deadline': '5000' } },
       () => {},
     );
-    const toggle = (on: boolean) =>
-      execFileSync('callgrind_control', ['-i', on ? 'on' : 'off', String(child.pid)], { stdio: 'ignore' });
     let seen = 0;
     let countedFrom = -1;
     await new Promise<void>((resolve) => {
       load.on('response', () => {
         seen++;
-        if (seen === WARM_UP) {
-          toggle(true);
+        if (seen === options.warmUp) {
+          toggle(child, true);
           countedFrom = seen;
-        } else if (countedFrom >= 0 && seen === countedFrom + requests) {
-          toggle(false);
+        } else if (countedFrom >= 0 && seen === countedFrom + options.requests) {
+          toggle(child, false);
           load.stop();
           resolve();
         }
       });
     });
-    execFileSync('callgrind_control', ['-d', String(child.pid)], { stdio: 'ignore' });
+    return (await windowCount(child, dir, variant)) / options.requests;
   } finally {
-    child.kill('SIGTERM');
-    if (child.exitCode === null) await once(child, 'exit');
+    await stop(child);
   }
-  // The dump taken on request is `callgrind.<pid>.1`; its `totals:` line is the count for the window.
-  const dump = (await readdir(dir)).find((name) => name.endsWith('.1'));
-  if (dump === undefined) throw new Error(`${variant}: no callgrind dump`);
-  const totals = /^totals:\s+(\d+)/m.exec(await readFile(join(dir, dump), 'utf8'))?.[1];
-  return Number(totals) / requests;
 }
 
-export async function countInstructions(
-  requests: number,
-  progress: (line: string) => void,
-): Promise<InstructionsRow[]> {
-  const counts = new Map<Variant, number>();
-  for (const variant of Object.keys(VARIANTS) as Variant[]) {
-    progress(`instructions: ${variant} (valgrind, slow)`);
-    const dir = await mkdtemp(join(tmpdir(), 'deadline-callgrind-'));
-    try {
-      counts.set(variant, await count(variant, requests, dir));
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-  }
-  return [...counts].map(([variant, instructions]) => ({
+/**
+ * Waits for what `child` prints: `printed(line)` resolves once its output holds `line` (rejects if it exits first).
+ * One 'data' listener for the child's life: an async iterator over stdout would close the stream when left.
+ */
+function outputOf(child: ChildProcess, what: string): (line: string) => Promise<void> {
+  let output = '';
+  let exited = false;
+  const waiting = new Set<() => void>();
+  child.stdout?.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+    for (const check of waiting) check();
+  });
+  child.once('exit', () => {
+    exited = true;
+    for (const check of waiting) check();
+  });
+  return (line) =>
+    new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (output.includes(line)) resolve();
+        else if (exited) reject(new Error(`${what}: exited before printing ${line}`));
+        else return;
+        waiting.delete(check);
+      };
+      waiting.add(check);
+      check();
+    });
+}
+
+async function countClient(
+  node: string,
+  variant: FetchVariant,
+  downstream: string,
+  options: CountOptions,
+  dir: string,
+): Promise<number> {
+  const script = fileURLToPath(new URL('./fetch-client-process.js', import.meta.url));
+  const child = underCallgrind(node, dir, script, [
     variant,
-    baseline: BASELINE[variant],
-    instructionsPerRequest: Math.round(instructions),
-    ratio: Math.round(((counts.get(BASELINE[variant]) as number) / instructions) * 1000) / 1000,
-  }));
+    downstream,
+    String(options.warmUp),
+    String(options.requests),
+  ]);
+  const printed = outputOf(child, variant);
+  try {
+    await printed('WARM');
+    toggle(child, true);
+    child.stdin?.write('GO\n');
+    await printed('DONE');
+    toggle(child, false);
+    return (await windowCount(child, dir, variant)) / options.requests;
+  } finally {
+    await stop(child);
+  }
+}
+
+/**
+ * Instructions per request of `target`, run by `node`; `downstream` is the URL a client fetches (a bare server
+ * of the caller's, not counted).
+ */
+export async function countInstructions(
+  node: string,
+  target: Target,
+  options: CountOptions,
+  downstream: string,
+): Promise<number> {
+  const dir = await mkdtemp(join(tmpdir(), 'deadline-callgrind-'));
+  try {
+    return target.kind === 'server'
+      ? await countServer(node, target.variant, options, dir)
+      : await countClient(node, target.variant, downstream, options, dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }

@@ -1,13 +1,15 @@
 /**
  * `npm run bench`: the benchmarks, printed as a table and written to bench-report.json.
  * `--quick` runs each once, briefly: a smoke test that they run, not a measurement.
- * `--instructions` adds the overhead counted in instructions per request (valgrind; slow, steady).
+ * The overhead counted in instructions per request (valgrind; slow, steady) is `npm run bench:instructions`
+ * (instructions-main.ts).
  *
  * A full run must stay under 10 minutes on 2 cores (the issue's rule): the time each benchmark took, and the
  * whole run's, are printed at the end and written to the report (`seconds`). The budget, measured on 2 shared
  * cores: overhead on Node 20 (7 rounds of 2 s), client overhead (5 rounds of 2 s), precision, cancel latency,
  * dead work under overload, memory (50 s at most) with the newer Nodes' install (a download, when not cached)
- * beside it, then the overhead rows on Node 22 and 24 (3 rounds of 1 s each).
+ * beside it, then the overhead rows on the pinned newer Nodes — 22, 24 and 26, scripts/node-versions.json, the
+ * versions CI runs the suite on — 3 rounds of 1 s each.
  */
 
 import { spawnSync } from 'node:child_process';
@@ -16,7 +18,7 @@ import { cpus } from 'node:os';
 import { measureCancelLatency } from './cancel-latency.js';
 import { renderOverloadChart } from './chart.js';
 import { measureFetchOverhead } from './fetch-overhead.js';
-import { canCountInstructions, countInstructions } from './instructions.js';
+import { measureIdempotencyLatency } from './idempotency-latency.js';
 import { measureMemory } from './memory.js';
 import { findNewerNodes, measureOverheadOn } from './node-versions.js';
 import { canPin, measureOverhead, type OverheadRow } from './overhead.js';
@@ -51,7 +53,7 @@ const options = quick ? { rounds: 1, seconds: 1, connections: 10 } : { rounds: 7
 /** Client overhead: rounds of 2 s (5 variants). */
 const FETCH_ROUNDS = 5;
 /**
- * The overhead rows on Node 22 and 24: 3 s of warm-up per variant (their optimising compiler is still at work
+ * The overhead rows on the newer Nodes: 3 s of warm-up per variant (their optimising compiler is still at work
  * after 1 s: see overhead.ts), then 3 alternated rounds (a median) of 1 s each, 50 connections. Whole seconds
  * only: autocannon samples once a second and runs on to the next sample whatever the duration.
  */
@@ -112,25 +114,6 @@ console.table(
     'CPU vs bare': row.cpuRatio.toFixed(3),
   })),
 );
-let instructions: Awaited<ReturnType<typeof countInstructions>> | undefined;
-if (process.argv.includes('--instructions')) {
-  if (!canCountInstructions()) {
-    console.log('\n--instructions: valgrind (callgrind) is not installed here; skipped.');
-  } else {
-    instructions = await phase('instructions', () =>
-      countInstructions(quick ? 500 : 5_000, (line) => process.stderr.write(`\r${line.padEnd(70)}`)),
-    );
-    process.stderr.write('\n');
-    console.log('\nServer overhead in instructions per request (callgrind; bare count ÷ this count):');
-    console.table(
-      instructions.map((row) => ({
-        variant: row.variant,
-        'instructions/req': row.instructionsPerRequest,
-        'vs bare': row.ratio.toFixed(3),
-      })),
-    );
-  }
-}
 const progress = (line: string) => process.stderr.write(`\r${line.padEnd(70)}`);
 const done = () => process.stderr.write('\n');
 
@@ -175,6 +158,23 @@ latencyTable(cancel.rows);
 console.log('Floor, measured alternately the same way: a raw CancelRequest sent at the deadline, without the library:');
 latencyTable(cancel.floors);
 
+const idempotency = await phase('idempotency', () =>
+  measureIdempotencyLatency(quick ? { requests: 30, rounds: 1 } : { requests: 1_500, rounds: 5 }, progress),
+);
+done();
+console.log('\nIdempotency: latency of a POST with a fresh Idempotency-Key (fastify, sequential, loopback):');
+console.table(
+  idempotency.map((row) => ({
+    variant: row.variant,
+    n: row.n,
+    'p50 ms': row.p50 ?? '–',
+    'p99 ms': row.p99 ?? '–',
+    'added p50 ms': row.addedP50 ?? '–',
+    'added p99 ms': row.addedP99 ?? '–',
+    skipped: row.skipped ?? '',
+  })),
+);
+
 const overload = await phase('overload', () => measureOverload({ quick }, progress));
 done();
 console.log('\nDead work under overload (three-hop chain, 1 s client budget; library vs fixed per-hop timeouts):');
@@ -193,10 +193,10 @@ done();
 console.log('\nMemory: requests through fastify + plugin + one outgoing fetch:');
 console.table([memory]);
 
-// Node 20 is past its end of life; AsyncLocalStorage is much cheaper on 22 and 24. The same overhead rows there,
-// on binaries from the npm registry (full runs only: a quick run must not download anything).
+// Node 20 is past its end of life; AsyncLocalStorage is much cheaper on 22 and later. The same overhead rows on
+// the pinned versions, binaries from the npm registry (full runs only: a quick run must not download anything).
 const newerNodes: { node: string; overhead: OverheadRow[] }[] = [];
-let newerSkipped: { major: number; reason: string }[] = [];
+let newerSkipped: { version: string; reason: string }[] = [];
 if (finding !== undefined) {
   // Usually done by now; if not, the wait is on the clock too.
   const found = await phase('newer Nodes install (beyond memory)', () => finding);
@@ -220,7 +220,7 @@ if (finding !== undefined) {
       })),
     );
   }
-  for (const { major, reason } of newerSkipped) console.log(`Node ${major}: skipped (${reason})`);
+  for (const { version, reason } of newerSkipped) console.log(`Node ${version}: skipped (${reason})`);
 }
 
 seconds.total = Math.round((performance.now() - runStarted) / 100) / 10;
@@ -231,6 +231,6 @@ console.log(
 );
 await writeFile(
   'bench-report.json',
-  `${JSON.stringify({ machine, options, schedule, seconds, overhead, fetchOverhead, instructions, newerNodes, newerSkipped, precision, cancel, overload, memory }, null, 2)}\n`,
+  `${JSON.stringify({ machine, options, schedule, seconds, overhead, fetchOverhead, newerNodes, newerSkipped, precision, cancel, idempotency, overload, memory }, null, 2)}\n`,
 );
 console.log('written: bench-report.json, bench-chart.svg');

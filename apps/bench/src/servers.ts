@@ -10,23 +10,22 @@ import { fastifyDeadline } from '@deadline/fastify';
 import { fastifyRequestContext } from '@fastify/request-context';
 import express from 'express';
 import Fastify from 'fastify';
+import { registerOpenTelemetry } from './opentelemetry.js';
 
 const hello = { hello: 'world' };
 
+/** The hello-world fastify server, with or without `@deadline/fastify`. */
+async function fastifyServer(withDeadline: boolean): Promise<Server> {
+  const app = Fastify({ logger: false });
+  if (withDeadline) await app.register(fastifyDeadline, { serviceName: 'bench' });
+  app.get('/', async () => hello);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return app.server;
+}
+
 export const VARIANTS = {
-  fastify: async () => {
-    const app = Fastify({ logger: false });
-    app.get('/', async () => hello);
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    return app.server;
-  },
-  'fastify + @deadline/fastify': async () => {
-    const app = Fastify({ logger: false });
-    await app.register(fastifyDeadline, { serviceName: 'bench' });
-    app.get('/', async () => hello);
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    return app.server;
-  },
+  fastify: () => fastifyServer(false),
+  'fastify + @deadline/fastify': () => fastifyServer(true),
   'fastify + @fastify/request-context': async () => {
     const app = Fastify({ logger: false });
     await app.register(fastifyRequestContext);
@@ -42,6 +41,15 @@ export const VARIANTS = {
     app.get('/', async () => hello);
     await app.listen({ port: 0, host: '127.0.0.1' });
     return app.server;
+  },
+  // An OpenTelemetry-instrumented service (a server span per request), without and with the library.
+  'fastify + OpenTelemetry': () => {
+    registerOpenTelemetry();
+    return fastifyServer(false);
+  },
+  'fastify + OpenTelemetry + @deadline/fastify': () => {
+    registerOpenTelemetry();
+    return fastifyServer(true);
   },
   express: async () => {
     const app = express();
@@ -77,6 +85,8 @@ export const BASELINE: Record<Variant, Variant> = {
   'fastify + @deadline/fastify': 'fastify',
   'fastify + @fastify/request-context': 'fastify',
   'fastify + als.run only': 'fastify',
+  'fastify + OpenTelemetry': 'fastify + OpenTelemetry',
+  'fastify + OpenTelemetry + @deadline/fastify': 'fastify + OpenTelemetry',
   express: 'express',
   'express + @deadline/express': 'express',
   'express + als.run only': 'express',

@@ -23,6 +23,8 @@ it('the benchmark runs in quick mode and writes a report with every row', async 
       'fastify + @deadline/fastify',
       'fastify + @fastify/request-context',
       'fastify + als.run only',
+      'fastify + OpenTelemetry',
+      'fastify + OpenTelemetry + @deadline/fastify',
       'express',
       'express + @deadline/express',
       'express + als.run only',

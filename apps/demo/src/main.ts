@@ -6,10 +6,11 @@
 import { writeFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { runDemo } from './demo.js';
+import { type DemoResult, runDemo } from './demo.js';
 import { renderHtmlReport } from './report/html.js';
 import { renderTableText } from './report/table.js';
 import { renderWaterfallText, waterfallFor } from './report/waterfall.js';
+import { SetupError } from './setup-error.js';
 
 const quick = process.argv.includes('--quick');
 const tty = process.stderr.isTTY === true;
@@ -19,9 +20,26 @@ const progress = (line: string) => {
   else process.stderr.write(`${line}\n`);
 };
 
+// Ctrl-C or a kill: exit through 'exit', whose handlers stop the embedded PostgreSQL and remove its files.
+for (const [signal, code] of [
+  ['SIGINT', 130],
+  ['SIGTERM', 143],
+] as const) {
+  process.once(signal, () => process.exit(code));
+}
+
 console.log('deadline — one request budget, honoured end to end. Measuring on this machine…\n');
 const started = performance.now();
-const result = await runDemo({ quick, progress });
+let result: DemoResult;
+try {
+  result = await runDemo({ quick, progress });
+} catch (error) {
+  if (!(error instanceof SetupError)) throw error;
+  // The machine's problem, not the demo's: why and what to do, in one line.
+  if (tty) process.stderr.write('\r\x1b[2K');
+  console.error(`demo: ${error.message}`);
+  process.exit(1);
+}
 if (tty) process.stderr.write('\r\x1b[2K');
 
 console.log(`PostgreSQL: ${result.postgres}\n`);

@@ -5,7 +5,6 @@
 import { describe, expect, it } from 'vitest';
 import { POSTGRES, requireService } from '../../../test/support/services.ts';
 import { type DemoResult, runDemo } from '../src/demo.ts';
-import { prepareEnvironment } from '../src/environment.ts';
 import { waterfallFor } from '../src/report/waterfall.ts';
 
 const available = await requireService(POSTGRES);
@@ -15,7 +14,7 @@ describe.runIf(available)('npm run demo (quick)', () => {
   it('runs every scenario against the real chain', async () => {
     process.env.DATABASE_URL ??= POSTGRES.url;
     result = await runDemo({ quick: true });
-    expect(result.tables.map((table) => table.id)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(result.tables.map((table) => table.id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     for (const table of result.tables) {
       if (table.skipped !== undefined) continue;
       for (const row of table.rows) expect(row).toHaveLength(table.columns.length);
@@ -29,6 +28,18 @@ describe.runIf(available)('npm run demo (quick)', () => {
     expect(cell(1, 0, 'inventory')).toBe('stopped');
     expect(cell(1, 1, 'inventory')).toBe('finished');
     expect(cell(1, 0, 'dead work (ms)') as number).toBeLessThan(cell(1, 1, 'dead work (ms)') as number);
+  });
+
+  it('1: measured warm, each answer within 10 ms of the client’s budget or its row says why; the cold one shown', () => {
+    for (const row of table(1).rows) {
+      const [, waited, why] = /^\d+ in (\d+) ms(.*)$/.exec(String(row[table(1).columns.indexOf('client got')])) ?? [];
+      if (why === '') expect(Number(waited)).toBeLessThanOrEqual((row[1] as number) + 10);
+      else
+        expect(why).toMatch(
+          /^ \((orders’ timeout|\d+ ms late; meanwhile this process (waited \d+ ms for a CPU, )?stalled \d+ ms at most)\)$/,
+        );
+    }
+    expect(table(1).note).toMatch(/the first row's request, made cold as the chain's very first, got 504 in \d+ ms/);
   });
 
   it('2: the more orders burns, the less inventory is given', () => {
@@ -73,22 +84,15 @@ describe.runIf(available)('npm run demo (quick)', () => {
     const hops = new Set(waterfallFor(result.lines, result.traceId).map((span) => span.hop));
     expect([...hops]).toEqual(expect.arrayContaining(['gateway', 'orders', 'inventory']));
   });
-});
 
-describe('the embedded PostgreSQL (no DATABASE_URL)', () => {
-  it('starts from the npm package, answers, and is removed', async () => {
-    const saved = process.env.DATABASE_URL;
-    delete process.env.DATABASE_URL;
-    try {
-      const env = await prepareEnvironment();
-      try {
-        expect(env.postgres).toMatch(/embedded PostgreSQL \d+/);
-        expect((await env.pool.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
-      } finally {
-        await env.close();
-      }
-    } finally {
-      if (saved !== undefined) process.env.DATABASE_URL = saved;
-    }
-  }, 60_000);
+  it('8: a retried POST charges twice without a key, once with one; the retry answers with the first charge', () => {
+    const [noKey, withKey] = table(8).rows;
+    expect(noKey?.[1]).toMatch(/^504 in \d+ ms$/);
+    expect(noKey?.[2]).toMatch(/^201, charge #\d+$/);
+    expect(noKey?.[4]).toBe(2);
+    expect(withKey?.[1]).toMatch(/^504 in \d+ ms$/);
+    expect(withKey?.[2]).toMatch(/^201, charge #\d+$/);
+    expect(withKey?.[3]).toBe(`201 (replayed), charge #${/#(\d+)/.exec(String(withKey?.[2]))?.[1]}`);
+    expect(withKey?.[4]).toBe(1);
+  });
 });

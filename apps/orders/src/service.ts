@@ -12,6 +12,8 @@
  * - `audit=detached|attached`: the audit insert (500 ms) escapes the request, or dies with it.
  * - `inventory=detached`: the inventory call itself escapes the request (its own 5 s budget).
  * - `rid`: passed on to inventory, so the demo can match what inventory did even where no trace travels.
+ *
+ * And `POST /charges` (charges.ts): a side effect made safe to retry with an `Idempotency-Key`.
  */
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
@@ -29,6 +31,9 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import type { Logger } from 'pino';
+import { chargeRoutes } from './charges.js';
+
+export { CHARGES_TABLE } from './charges.js';
 
 export interface OrdersOptions {
   /** Where to listen. Default: an ephemeral port on loopback. */
@@ -78,6 +83,8 @@ export async function startOrders(options: OrdersOptions): Promise<Orders> {
   if (options.baseline !== true) {
     app.use(expressDeadline({ serviceName: 'orders', defaultMs: 10_000, maxMs: 60_000, logger: options.logger }));
   }
+
+  if (options.baseline !== true) await chargeRoutes(app, db, options.pool);
 
   app.get('/orders/:id', async (req: Request, res: Response, next: NextFunction) => {
     try {

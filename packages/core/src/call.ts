@@ -18,6 +18,8 @@ import {
   publishExceeded,
 } from './diagnostics.js';
 import { CancelledError, DeadlineExceededError } from './errors.js';
+import type { OtelSpan } from './opentelemetry/api.js';
+import { annotateCallConfirmed, annotateCallStart, annotateCallStop } from './opentelemetry/call-annotations.js';
 import { type PrepareCallOptions, prepareCall } from './prepare-call.js';
 import { releasedScope, type Scope, type StopReason } from './scope.js';
 import { storage } from './storage.js';
@@ -62,6 +64,9 @@ export class OutgoingCall {
   #ended = false;
   /** The circuit breaker's admission, reported to when the call ends. */
   #permit: CallPermit | undefined;
+  /** The call's OpenTelemetry span, handed over by `DeadlineSpanProcessor` (opentelemetry/call-span.ts). */
+  #span: OtelSpan | undefined;
+  #confirmed = false;
 
   private constructor(
     target: string,
@@ -226,6 +231,30 @@ export class OutgoingCall {
   }
 
   /**
+   * The server confirmed that the work of a call cut off has stopped (PostgreSQL's 57014, a KILL QUERY's OK, a
+   * CLIENT UNBLOCK's 1): recorded on the call's span, once. `by` names the confirmation.
+   */
+  confirmStop(by: string): void {
+    if (this.#confirmed || this.#stopped === undefined) return;
+    this.#confirmed = true;
+    if (this.#span !== undefined) annotateCallConfirmed(this.#span, by, this.elapsedMs());
+  }
+
+  /**
+   * @internal A span started inside the driver call (`runWithCall`), given by `DeadlineSpanProcessor`: it gets
+   * the time left and the timeout left as it starts. A call that sends several statements (the pg adapter's
+   * `SET statement_timeout`, then the statement; a transaction's) has one per statement: the one on the wire
+   * when the call stops gets the stop and its confirmation. Spans of the clean-up after the stop take nothing.
+   */
+  _adoptSpan(span: OtelSpan): void {
+    if (this.#ended || this.#stopped !== undefined) return;
+    this.#span = span;
+    const elapsed = this.elapsedMs();
+    const timeoutLeft = this.timeoutMs === undefined ? undefined : Math.max(0, Math.floor(this.timeoutMs - elapsed));
+    annotateCallStart(span, this.remainingMs - elapsed, timeoutLeft);
+  }
+
+  /**
    * Ends the call: disarms the timer and the listener, publishes `deadline:call:end`. Idempotent.
    * The outcome is what stopped the call; else, with an error, `error` (or the deadline error it is); else
    * `error` for a 5xx status and `ok` otherwise.
@@ -305,6 +334,8 @@ export class OutgoingCall {
     this.#stopped = error;
     this.#disarm();
     if (error instanceof DeadlineExceededError) publishExceeded(this.#scope, error);
+    // Before the listeners send the stop (abort, CancelRequest, KILL, UNBLOCK): it is requested now.
+    if (this.#span !== undefined) annotateCallStop(this.#span, error, this.elapsedMs());
     const listeners = this.#listeners;
     this.#listeners = undefined;
     if (listeners !== undefined) for (const listener of listeners) listener(error);

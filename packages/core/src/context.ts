@@ -4,6 +4,9 @@
 import { Deadline } from './deadline.js';
 import { publishStart } from './diagnostics.js';
 import { InvalidArgumentError } from './errors.js';
+import { IdempotencyKeys } from './idempotency-keys.js';
+import { activeSpan } from './opentelemetry/active.js';
+import { traceOfSpan } from './opentelemetry/span-trace.js';
 import { type DeadlineContext, type OwnedContext, Scope } from './scope.js';
 import { storage } from './storage.js';
 import type { TraceContext } from './trace.js';
@@ -21,7 +24,10 @@ import { checkHop, checkObject } from './validate.js';
 export interface ContextInit {
   /** A budget in ms or a {@link Deadline}; the earlier of it and the parent's wins. Default: the parent's (or none). */
   deadline?: Deadline | number | undefined;
-  /** The W3C trace; default: the parent's. */
+  /**
+   * The W3C trace; default: the parent's, or, in a root context, the active OpenTelemetry span's (when
+   * `@opentelemetry/api` is installed and a span is active).
+   */
   trace?: TraceContext | undefined;
   /** This hop's name (the service; 1–128 visible ASCII characters, as it is sent in headers); default: the parent's. */
   hop?: string | undefined;
@@ -29,6 +35,11 @@ export interface ContextInit {
   baggage?: Readonly<Record<string, string>> | undefined;
   /** Merged over the parent's log bindings. */
   bindings?: Readonly<Record<string, unknown>> | undefined;
+  /**
+   * Where outgoing POST/PATCH calls and queued jobs get their `Idempotency-Key` (see {@link IdempotencyKeys}).
+   * Default: the parent's.
+   */
+  idempotencyKeys?: IdempotencyKeys | undefined;
   /** An outside cancellation source (the host's request signal): when it aborts, the context is cancelled. */
   signal?: AbortSignal | undefined;
   /**
@@ -45,6 +56,16 @@ function toDeadline(value: Deadline | number | undefined): Deadline {
   if (typeof value === 'number') return Deadline.fromNow(value);
   if (value instanceof Deadline) return value;
   throw new InvalidArgumentError('deadline', 'a number of milliseconds or a Deadline', value);
+}
+
+function idempotencyKeysOf(value: unknown): IdempotencyKeys | undefined {
+  if (value === undefined || value instanceof IdempotencyKeys) return value;
+  // From a second copy of this package in the process: the same protocol (see storage.ts).
+  const keys = value as Partial<IdempotencyKeys> | null;
+  if (typeof keys?.next === 'function' && typeof keys.branch === 'function' && typeof keys.restart === 'function') {
+    return keys as IdempotencyKeys;
+  }
+  throw new InvalidArgumentError('idempotencyKeys', 'IdempotencyKeys', value);
 }
 
 function checkBaggage(value: unknown): Readonly<Record<string, string>> | undefined {
@@ -105,10 +126,11 @@ export function createContext(init: ContextInit = {}): OwnedContext {
     parent,
     parent === undefined ? own : parent.deadline.earlier(own),
     {
-      trace: init.trace ?? parent?.trace,
+      trace: init.trace ?? parent?.trace ?? spanTrace(),
       hop: hop ?? parent?.hop,
       baggage: mergeBaggage(parent?.baggage, baggage),
       bindings: merge(parent?.bindings, bindings),
+      idempotencyKeys: idempotencyKeysOf(init.idempotencyKeys) ?? parent?.idempotencyKeys,
     },
     parent?.detached ?? false,
     true,
@@ -116,6 +138,12 @@ export function createContext(init: ContextInit = {}): OwnedContext {
   publishStart(scope);
   if (init.signal !== undefined) scope._follow(init.signal);
   return scope;
+}
+
+/** The trace of the active OpenTelemetry span, for a context that has no other. */
+function spanTrace(): TraceContext | undefined {
+  const span = activeSpan();
+  return span === undefined ? undefined : traceOfSpan(span);
 }
 
 function endWhenSettled<R>(scope: OwnedContext, result: R): R {
@@ -213,6 +241,8 @@ export function withoutCancel<R>(fn: () => R): R {
       hop: current?.hop,
       baggage: current?.baggage,
       bindings: current?.bindings,
+      // Its own branch: the detached work's calls get the same keys however they interleave with the request's.
+      idempotencyKeys: current?.idempotencyKeys?.branch(),
     },
     true,
     false,

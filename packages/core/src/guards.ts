@@ -2,7 +2,7 @@
  * "Does this error mean the deadline was exceeded (or the work cancelled)?" — answered for our own errors and
  * for the errors drivers and transports throw when our cancellation reached them.
  */
-import { CancelledError, DeadlineExceededError } from './errors.js';
+import { CancelledError, DeadlineExceededError, ErrorCode } from './errors.js';
 import type { StopReason } from './scope.js';
 import { storage } from './storage.js';
 
@@ -13,6 +13,22 @@ const kCausedBy = Symbol.for('@deadline/core/caused-by@1');
 
 /** How deep to follow `cause` chains; they are short in practice and a cycle must not hang us. */
 const MAX_CAUSE_DEPTH = 8;
+
+/**
+ * Where an error keeps the one it wraps: the standard `cause`, then the ORMs' own fields, which predate it —
+ * TypeORM's `QueryFailedError.driverError`, Sequelize's `DatabaseError.parent` (and `.original`), MikroORM's
+ * `DriverException.previous`. Knex, Kysely and Drizzle (`cause`) need nothing more.
+ */
+const WRAPPED: readonly string[] = ['cause', 'driverError', 'parent', 'original', 'previous'];
+
+/** The error `err` wraps, if any. */
+function wrappedBy(err: Record<PropertyKey, unknown>): unknown {
+  for (const key of WRAPPED) {
+    const inner = err[key];
+    if (typeof inner === 'object' && inner !== null && inner !== err) return inner;
+  }
+  return undefined;
+}
 
 /** PostgreSQL SQLSTATE `query_canceled`: a statement_timeout, a CancelRequest, pg_cancel_backend(). */
 const PG_QUERY_CANCELED = '57014';
@@ -42,26 +58,43 @@ function isServerTimeout(err: Record<PropertyKey, unknown>): boolean {
 }
 
 const SERVER_TIMEOUT = Symbol('server-timeout');
+/**
+ * An error rebuilt from one of ours, keeping its `code` and message but neither its class nor a link to it:
+ * Prisma's `PrismaClientKnownRequestError` for an error its driver adapter got from the driver.
+ */
+const COPIED_DEADLINE = Symbol('copied-deadline');
+const COPIED_CANCEL = Symbol('copied-cancel');
 
-/** The outermost explanation in `error`'s cause chain: one of our errors, an adapter's mark, a server timeout. */
-function explain(error: unknown): StopReason | typeof SERVER_TIMEOUT | undefined {
+type Explanation = StopReason | typeof SERVER_TIMEOUT | typeof COPIED_DEADLINE | typeof COPIED_CANCEL;
+
+/**
+ * The outermost explanation in `error`'s cause chain: one of our errors, an adapter's mark, a server timeout,
+ * a copy of one of ours.
+ */
+function explain(error: unknown): Explanation | undefined {
+  // A copied code is the last resort: a wrapper that copies the code (got's RequestError does) may still hold
+  // the error itself further down, with what only it knows (whose deadline, the phase).
+  let copied: typeof COPIED_DEADLINE | typeof COPIED_CANCEL | undefined;
   let current = error;
   for (let depth = 0; depth < MAX_CAUSE_DEPTH; depth++) {
     if (current instanceof DeadlineExceededError || current instanceof CancelledError) return current;
     const err = fields(current);
-    if (err === undefined) return undefined;
+    if (err === undefined) break;
     const mark = err[kCausedBy];
     if (mark instanceof DeadlineExceededError || mark instanceof CancelledError) return mark;
     if (isServerTimeout(err)) return SERVER_TIMEOUT;
-    current = err.cause;
+    if (err.code === ErrorCode.DeadlineExceeded) copied ??= COPIED_DEADLINE;
+    else if (err.code === ErrorCode.Cancelled) copied ??= COPIED_CANCEL;
+    current = wrappedBy(err);
   }
-  return undefined;
+  return copied;
 }
 
 /**
  * True for a {@link DeadlineExceededError} from any copy of this package, and for errors that mean the same:
- * an error (an `AbortError` from `fetch`, a driver error) whose `cause` chain holds one or that an adapter
- * marked as caused by one; a server-side statement timeout (PostgreSQL `57014` "statement timeout", MariaDB
+ * an error (an `AbortError` from `fetch`, a driver error) whose `cause` chain holds one — an ORM's wrapping
+ * too: TypeORM's `driverError`, Sequelize's `parent`, MikroORM's `previous` — or that an adapter marked as
+ * caused by one; an error that kept one's `code` (`ERR_DEADLINE_EXCEEDED`) when rebuilt (Prisma's); a server-side statement timeout (PostgreSQL `57014` "statement timeout", MariaDB
  * errno 1969, MySQL 3024). A query cancelled by someone else (`57014` "user request", errno 1317 from an
  * operator's `KILL QUERY`) is not a deadline.
  *
@@ -74,7 +107,7 @@ function explain(error: unknown): StopReason | typeof SERVER_TIMEOUT | undefined
  */
 export function isDeadlineExceededError(error: unknown): boolean {
   const why = explain(error);
-  return why === SERVER_TIMEOUT || why instanceof DeadlineExceededError;
+  return why === SERVER_TIMEOUT || why === COPIED_DEADLINE || why instanceof DeadlineExceededError;
 }
 
 /**
@@ -89,7 +122,8 @@ export function isDeadlineExceededError(error: unknown): boolean {
  * ```
  */
 export function isCancelledError(error: unknown): boolean {
-  return explain(error) instanceof CancelledError;
+  const why = explain(error);
+  return why === COPIED_CANCEL || why instanceof CancelledError;
 }
 
 /**
@@ -107,7 +141,9 @@ export function isCancelledError(error: unknown): boolean {
  */
 export function findDeadlineError(error: unknown): StopReason | undefined {
   const why = explain(error);
-  if (why !== SERVER_TIMEOUT) return why;
+  if (why !== SERVER_TIMEOUT && why !== COPIED_DEADLINE && why !== COPIED_CANCEL) return why;
+  const message = fields(error)?.message as string | undefined;
+  if (why === COPIED_CANCEL) return new CancelledError(message, { cause: error });
   const scope = storage.getStore();
   return new DeadlineExceededError({
     budgetMs: scope?.deadline.isNone === false ? scope.deadline.budgetMs : undefined,
@@ -115,7 +151,7 @@ export function findDeadlineError(error: unknown): StopReason | undefined {
     phase: 'during-call',
     hop: scope?.hop,
     cause: error,
-    message: `the server stopped the statement: ${(fields(error)?.message as string | undefined) ?? 'statement timeout'}`,
+    message: why === COPIED_DEADLINE ? message : `the server stopped the statement: ${message ?? 'statement timeout'}`,
   });
 }
 

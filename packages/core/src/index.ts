@@ -47,6 +47,8 @@ export {
   isDeadlineError,
 } from './errors.js';
 export { findDeadlineError, isCancelledError, isDeadlineExceededError } from './guards.js';
+export { IdempotencyKeys } from './idempotency-keys.js';
+export { DeadlineAttributes, DeadlineEvents } from './opentelemetry/attributes.js';
 export { type PrepareCallOptions, type PreparedCall, prepareCall } from './prepare-call.js';
 export type { DeadlineContext, EndOptions, OwnedContext, StopListener, StopReason } from './scope.js';
 export { type TimeoutOptions, timeoutFor } from './timeout-for.js';

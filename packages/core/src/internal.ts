@@ -20,8 +20,29 @@ export {
 } from './diagnostics.js';
 export { type CircuitRefusal, findCircuitRefusal, markCausedBy } from './guards.js';
 export { nextReady, type ReadyEmitter } from './next-ready.js';
+export { activeRequestSpan, activeSpan, openTelemetryPropagates } from './opentelemetry/active.js';
+export {
+  type OtelApi,
+  type OtelAttributes,
+  type OtelContext,
+  type OtelSpan,
+  type OtelSpanContext,
+  type OtelTracer,
+  openTelemetry,
+  openTelemetryRegistry,
+  registeredOpenTelemetry,
+  setOpenTelemetryForTests,
+} from './opentelemetry/api.js';
+export {
+  callSpansWanted,
+  OUTGOING_CALL_KEY,
+  registerCallSpans,
+  runWithCall,
+} from './opentelemetry/call-span.js';
+export { runInSpanOf, spanOfTrace, traceOfSpan } from './opentelemetry/span-trace.js';
 export { type OutlivedReporter, Scope } from './scope.js';
-export { storage } from './storage.js';
+export { outsideContext, storage } from './storage.js';
+export { isUnpatched, unpatched } from './unpatched.js';
 export { checkBoolean, checkFunction, checkGuard, checkHop, checkName, checkNumber, checkObject } from './validate.js';
 export { WaitQueue } from './wait-queue.js';
 export { type HeaderSource, readHeader } from './wire/headers.js';

@@ -4,6 +4,7 @@
  * the remaining budget and the trace to the next hop. Shared by every transport adapter.
  */
 import { publishPropagate } from './diagnostics.js';
+import { openTelemetryPropagates } from './opentelemetry/active.js';
 import { storage } from './storage.js';
 import { type TimeoutOptions, timeoutFor } from './timeout-for.js';
 import { formatTraceparent } from './trace.js';
@@ -36,7 +37,8 @@ export interface PreparedCall {
   timeoutMs: number | undefined;
   /**
    * Headers to set (replacing any of the same name): the budget, when there is a deadline, and
-   * `traceparent` / `tracestate`, when the context has a trace. Empty outside a context.
+   * `traceparent` / `tracestate`, when the context has a trace and OpenTelemetry does not propagate it (its
+   * instrumentations write their own). Empty outside a context.
    */
   headers: Record<string, string>;
 }
@@ -61,7 +63,7 @@ export function prepareCall(target: string, options?: PrepareCallOptions): Prepa
   const propagates = !scope.deadline.isNone;
   const headers = propagates ? formatBudgetHeaders(timeoutMs as number, options?.dialects) : {};
   const trace = scope.trace;
-  if (trace !== undefined) {
+  if (trace !== undefined && !openTelemetryPropagates()) {
     headers.traceparent = formatTraceparent(trace);
     if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate;
   }

@@ -16,6 +16,7 @@ import type { Deadline } from './deadline.js';
 import type { CallOutlivedMessage } from './diagnostics.js';
 import { publishCancelled, publishEnd, publishExceeded, publishStart } from './diagnostics.js';
 import { CancelledError, DeadlineExceededError, withoutStack } from './errors.js';
+import type { IdempotencyKeys } from './idempotency-keys.js';
 import { storage } from './storage.js';
 import type { TraceContext } from './trace.js';
 
@@ -65,6 +66,11 @@ export interface DeadlineContext {
   readonly bindings: Readonly<Record<string, unknown>>;
   /** True inside `withoutCancel()` (and contexts derived there): metadata kept, the request's deadline dropped. */
   readonly detached: boolean;
+  /**
+   * Where outgoing calls that change something get their `Idempotency-Key`: set inside an idempotent request
+   * (`@deadline/idempotency`) and in each attempt of `retry({ idempotencyKey })`; `undefined` elsewhere.
+   */
+  readonly idempotencyKeys: IdempotencyKeys | undefined;
   /**
    * Aborts with a typed reason ({@link DeadlineExceededError} or {@link CancelledError}) when the deadline
    * passes, the context is cancelled, or it ends. Created on first access. `undefined` when nothing can ever
@@ -149,6 +155,7 @@ export interface ScopeMetadata {
   hop: string | undefined;
   baggage: Readonly<Record<string, string>> | undefined;
   bindings: Readonly<Record<string, unknown>> | undefined;
+  idempotencyKeys?: IdempotencyKeys | undefined;
 }
 
 function onScopeTimer(scope: Scope): void {
@@ -191,6 +198,7 @@ export class Scope implements OwnedContext {
   readonly baggage: Readonly<Record<string, string>>;
   readonly bindings: Readonly<Record<string, unknown>>;
   readonly detached: boolean;
+  readonly idempotencyKeys: IdempotencyKeys | undefined;
   /** The context whose cancellation this one inherits (undefined for roots and detached scopes). */
   readonly parent: Scope | undefined;
 
@@ -235,6 +243,7 @@ export class Scope implements OwnedContext {
     this.baggage = meta.baggage ?? NO_BAGGAGE;
     this.bindings = meta.bindings ?? NO_BINDINGS;
     this.detached = detached;
+    this.idempotencyKeys = meta.idempotencyKeys;
     this._cancellable = cancellable;
   }
 
@@ -260,6 +269,15 @@ export class Scope implements OwnedContext {
 
   get stopReason(): StopReason | undefined {
     return this._check() > 0 ? undefined : this._reasonWhenStopped();
+  }
+
+  /**
+   * @internal Whether it has stopped, as far as it already knows: no clock read. Asking `stopReason` may stop the
+   * scope there and then (its deadline just passed), and with it run the stop listeners — a server adapter's 504
+   * among them — inside the caller: code that is itself writing a response must not set that off.
+   */
+  get _knownStopped(): boolean {
+    return this._state !== ACTIVE;
   }
 
   /**

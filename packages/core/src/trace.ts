@@ -135,14 +135,19 @@ class Trace implements TraceContext {
   }
 
   toJSON(): Record<string, unknown> {
-    return {
-      traceId: this.traceId,
-      spanId: this.spanId,
-      parentId: this.parentId,
-      flags: this.flags,
-      tracestate: this.tracestate,
-    };
+    return traceJson(this);
   }
+}
+
+/** A trace as logged and serialised: its fields, the lazily drawn ids included. @internal */
+export function traceJson(trace: TraceContext): Record<string, unknown> {
+  return {
+    traceId: trace.traceId,
+    spanId: trace.spanId,
+    parentId: trace.parentId,
+    flags: trace.flags,
+    tracestate: trace.tracestate,
+  };
 }
 
 function cleanTracestate(value: unknown): string | undefined {

@@ -146,6 +146,37 @@ describe('guards recognise what means the same', () => {
     expect(isDeadlineExceededError(Object.assign(new Error('dup'), { errno: 1062 }))).toBe(false);
   });
 
+  it("through an ORM's wrapping: TypeORM's driverError, Sequelize's parent and original, MikroORM's previous", () => {
+    // The shapes these ORMs give their errors: the driver's error (ours, when we stopped it) kept in a field.
+    const typeorm = Object.assign(new Error('QueryFailedError'), { query: 'SELECT 1', driverError: ours });
+    const sequelize = Object.assign(new Error('DatabaseError'), { parent: ours, original: ours, sql: 'SELECT 1' });
+    const mikro = Object.assign(new Error('DriverException'), { previous: ours });
+    for (const wrapped of [typeorm, sequelize, mikro]) {
+      expect(isDeadlineExceededError(wrapped)).toBe(true);
+      expect(findDeadlineError(wrapped)).toBe(ours);
+    }
+    // Rebuilt with our code and message only (Prisma's PrismaClientKnownRequestError): recognised by the code.
+    const prisma = Object.assign(new Error('call to db cut off after 301 ms of a 300 ms budget'), {
+      code: 'ERR_DEADLINE_EXCEEDED',
+      clientVersion: '7.10.0',
+    });
+    expect(isDeadlineExceededError(prisma)).toBe(true);
+    expect(findDeadlineError(prisma)).toMatchObject({ code: 'ERR_DEADLINE_EXCEEDED', cause: prisma });
+    expect(findDeadlineError(prisma)?.message).toBe(prisma.message);
+    const left = Object.assign(new Error('client went away'), { code: 'ERR_CANCELLED' });
+    expect(isCancelledError(left)).toBe(true);
+    expect(isDeadlineExceededError(left)).toBe(false);
+    expect(findDeadlineError(left)).toBeInstanceOf(CancelledError);
+    // A wrapper that copies the code and keeps the error (got's RequestError): the error itself, not a copy.
+    const downstream = new DeadlineExceededError({ phase: 'during-call', whose: 'downstream:inventory' });
+    const got = Object.assign(new Error('got'), { code: 'ERR_DEADLINE_EXCEEDED', cause: downstream });
+    expect(findDeadlineError(got)).toBe(downstream);
+    // Wrapping a driver error that is not about us: still not a deadline.
+    const unique = Object.assign(new Error('duplicate key'), { code: '23505' });
+    expect(isDeadlineExceededError(Object.assign(new Error('QueryFailedError'), { driverError: unique }))).toBe(false);
+    expect(isDeadlineExceededError(Object.assign(new Error('x'), { parent: 'not an error' }))).toBe(false);
+  });
+
   it('findDeadlineError returns the typed error to answer with', () => {
     const abort = new Error('aborted', { cause: ours });
     expect(findDeadlineError(abort)).toBe(ours);

@@ -1,8 +1,8 @@
 import { Readable } from 'node:stream';
 import { finished } from 'node:stream/promises';
-import { InvalidArgumentError } from '@deadline/core';
+import { createContext, currentContext, InvalidArgumentError } from '@deadline/core';
 import { deadlineMixin } from '@deadline/pino';
-import Fastify from 'fastify';
+import Fastify, { type FastifyRequest } from 'fastify';
 import pino from 'pino';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -86,6 +86,58 @@ describe('fastify plugin', () => {
     expect(() => app.get('/bad', { config: { deadline: { defaultMs: 5_000 } } }, async () => 'x')).toThrow(
       /route GET \/bad: config.deadline.defaultMs must be at most maxMs \(1000\); received 5000/,
     );
+  });
+
+  it('handlers run in the request’s context: after a JSON body is parsed, after a hook of the app’s called back from elsewhere; a context a hook made inside it is kept', async () => {
+    const app = Fastify();
+    await app.register(fastifyDeadline, { serviceName: 'svc' });
+    // A hook that hands `next` to a queue drained by a timer made outside any request: the rest of the chain runs
+    // in that timer's context, as after a callback API's reply (an event emitter, a pooled socket).
+    const waiting: (() => void)[] = [];
+    const drain = setInterval(() => {
+      for (const next of waiting.splice(0)) next();
+    }, 1);
+    app.addHook('onRequest', (request, _reply, next) => {
+      if (request.headers['x-call-back-from-elsewhere'] === '1') waiting.push(next);
+      // A context of the app's own, made inside the request's: the handler keeps it.
+      else if (request.headers['x-child'] === '1') createContext({ baggage: { made: 'by a hook' } }).run(next);
+      else next();
+    });
+    const seen: string[] = [];
+    app.addHook('preHandler', (request, _reply, next) => {
+      seen.push(`preHandler ${currentContext() === request.deadline?.context}`);
+      next();
+    });
+    const same = (request: FastifyRequest) => ({
+      same: currentContext() === request.deadline?.context,
+      ...(request.headers['x-child'] === '1' ? { child: currentContext()?.baggage.made } : {}),
+    });
+    app.get('/', async (request) => same(request));
+    app.post('/', async (request) => ({ ...same(request), body: request.body }));
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const get = await request(url);
+      expect(await get.body.json()).toEqual({ same: true });
+      const head = await request(url, { method: 'HEAD' });
+      await head.body.dump();
+      expect(head.statusCode).toBe(200);
+      const post = await request(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ a: 1 }),
+      });
+      expect(await post.body.json()).toEqual({ same: true, body: { a: 1 } });
+      expect(seen).toEqual(['preHandler true', 'preHandler true', 'preHandler true']);
+      // Left by a hook: the rest of the chain is back in the context (preValidation enters it again).
+      const elsewhere = await request(url, { headers: { 'x-call-back-from-elsewhere': '1' } });
+      expect(await elsewhere.body.json()).toEqual({ same: true });
+      expect(seen.at(-1)).toBe('preHandler true');
+      const child = await request(url, { headers: { 'x-child': '1' } });
+      expect(await child.body.json()).toEqual({ same: false, child: 'by a hook' });
+    } finally {
+      clearInterval(drain);
+      await app.close();
+    }
   });
 
   it('answers 504 at the deadline while fastify is still parsing a slowly uploaded JSON body', async () => {

@@ -4,6 +4,7 @@
  * interceptor. axios is an optional peer: only the few members used are typed here, structurally.
  */
 import { storage } from '@deadline/core/internal';
+import { IDEMPOTENCY_KEY_HEADER } from './idempotency-key.js';
 import { type HttpDeadlineOptions, resolveHttpOptions } from './options.js';
 import { type PreparedHttpRequest, prepareWith } from './prepare-request.js';
 
@@ -104,7 +105,7 @@ export function deadlineAxios(instance: AxiosInstanceLike, options?: HttpDeadlin
     // Throws when no time is left: the request is rejected before the adapter runs, so nothing connects.
     let call: PreparedHttpRequest;
     if (typeof headers?.set === 'function') {
-      call = prepareWith(resolved, method, instance.getUri(config));
+      call = prepareWith(resolved, method, instance.getUri(config), undefined, () => axiosHasKey(headers));
       // AxiosHeaders: `set` matches names case-insensitively; `true` overrides a caller's `false` (unset) too.
       (headers as { set(values: object, rewrite: boolean): unknown }).set(call.headers, true);
     } else {
@@ -202,4 +203,10 @@ function linkSignal(config: AxiosConfigLike, ours: AbortSignal | undefined): () 
     ours.removeEventListener('abort', onOurs);
     caller.removeEventListener('abort', onTheirs);
   };
+}
+
+/** Whether axios' own headers object (`AxiosHeaders`, case-insensitive) has an `Idempotency-Key`. */
+function axiosHasKey(headers: unknown): boolean {
+  const has = (headers as { has?: (name: string) => boolean } | undefined)?.has;
+  return typeof has === 'function' ? has.call(headers, IDEMPOTENCY_KEY_HEADER) : false;
 }

@@ -5,6 +5,7 @@
 import { isDeadlineError } from '@deadline/core';
 import { findCircuitRefusal } from '@deadline/core/internal';
 import { Agent, type Dispatcher } from 'undici';
+import { ownUndici } from './foreign-dispatcher.js';
 import type { DispatcherOptions } from './global-dispatcher.js';
 import { deadlineInterceptor } from './interceptor.js';
 
@@ -21,7 +22,7 @@ import { deadlineInterceptor } from './interceptor.js';
  * ```
  */
 export function createFetch(options?: DispatcherOptions): typeof globalThis.fetch {
-  const dispatcher = (options?.dispatcher ?? new Agent()).compose(deadlineInterceptor(options)) as Dispatcher;
+  const dispatcher = ownUndici(options?.dispatcher ?? new Agent()).compose(deadlineInterceptor(options)) as Dispatcher;
   return async function deadlineFetch(input, init) {
     try {
       // `dispatcher` is undici's extension of RequestInit, honoured by Node's built-in fetch.

@@ -3,6 +3,7 @@
  * `request()`/`fetch()` use unless told otherwise, composed with the deadline interceptor.
  */
 import { type Dispatcher, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
+import { ownUndici } from './foreign-dispatcher.js';
 import { deadlineInterceptor } from './interceptor.js';
 import type { HttpDeadlineOptions } from './options.js';
 
@@ -41,7 +42,8 @@ const bases = new WeakMap<Dispatcher, Dispatcher>();
  */
 export function installGlobalDispatcher(options?: DispatcherOptions): () => void {
   const previous = getGlobalDispatcher();
-  const base = options?.dispatcher ?? bases.get(previous) ?? previous;
+  // Often Node's own bundled undici (see foreign-dispatcher.ts): composed through this one.
+  const base = ownUndici(options?.dispatcher ?? bases.get(previous) ?? previous);
   const installed = base.compose(deadlineInterceptor(options)) as Dispatcher;
   bases.set(installed, base);
   setGlobalDispatcher(installed);

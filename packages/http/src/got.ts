@@ -9,7 +9,7 @@
  * out of time must fail at once. got is an optional peer: only the members used are typed here, structurally.
  */
 import { findDeadlineError } from '@deadline/core';
-import { type Scope, storage } from '@deadline/core/internal';
+import { outsideContext, type Scope, storage } from '@deadline/core/internal';
 import { type HttpDeadlineOptions, resolveHttpOptions } from './options.js';
 import { type PreparedHttpRequest, prepareWith } from './prepare-request.js';
 
@@ -186,7 +186,7 @@ export function deadlineGot(options?: HttpDeadlineOptions): GotDeadlineExtension
 /** Runs `fn` in the caller's context, whatever context got's callbacks run in. */
 function inScope<T>(scope: Scope | undefined, fn: () => T): T {
   if (storage.getStore() === scope) return fn();
-  return scope === undefined ? storage.exit(fn) : storage.run(scope, fn);
+  return scope === undefined ? outsideContext(fn) : storage.run(scope, fn);
 }
 
 type RequestFunction = (this: unknown, ...args: unknown[]) => unknown;

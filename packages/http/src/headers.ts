@@ -58,3 +58,30 @@ function fromPairs(
   for (const [name, value] of Object.entries(add)) out.push(name, value);
   return out;
 }
+
+/** Whether `headers`, in any shape undici takes, has a header `name` (lower-case). @internal */
+export function hasHeader(headers: DispatchHeaders, name: string): boolean {
+  if (headers == null) return false;
+  const matches = (candidate: unknown) => {
+    const text = String(candidate);
+    return text.length === name.length && text.toLowerCase() === name;
+  };
+  if (Array.isArray(headers)) {
+    if (headers.length > 0 && Array.isArray(headers[0])) {
+      return (headers as unknown as (readonly [string, HeaderValue])[]).some(
+        ([key, value]) => matches(key) && value != null,
+      );
+    }
+    for (let i = 0; i + 1 < headers.length; i += 2) if (matches(headers[i])) return true;
+    return false;
+  }
+  if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') {
+    for (const [key, value] of headers as Iterable<readonly [string, HeaderValue]>) {
+      if (matches(key) && value != null) return true;
+    }
+    return false;
+  }
+  const record = headers as Record<string, HeaderValue>;
+  for (const key in record) if (Object.hasOwn(record, key) && matches(key) && record[key] != null) return true;
+  return false;
+}

@@ -5,9 +5,10 @@
  * (a `signal` in the dispatch options is not honoured this deep) when its timeout passes or the request stops.
  */
 import { DEADLINE_EXCEEDED_BY_HEADER, type DeadlineExceededError, parseExceededBy } from '@deadline/core';
-import { OutgoingCall, storage } from '@deadline/core/internal';
+import { OutgoingCall, runWithCall, storage } from '@deadline/core/internal';
 import type { Dispatcher } from 'undici';
-import { type DispatchHeaders, replaceHeaders } from './headers.js';
+import { type DispatchHeaders, hasHeader, replaceHeaders } from './headers.js';
+import { IDEMPOTENCY_KEY_HEADER, outgoingKey } from './idempotency-key.js';
 import { type HttpDeadlineOptions, type ResolvedHttpOptions, resolveHttpOptions } from './options.js';
 import { originOf } from './target.js';
 
@@ -41,12 +42,17 @@ export function deadlineInterceptor(options?: HttpDeadlineOptions): Dispatcher.D
         handler.onResponseError?.(null as unknown as Controller, error as Error);
         return false;
       }
-      const headers = replaceHeaders(opts.headers as DispatchHeaders, call.headers);
+      const key = outgoingKey(opts.method, opts.headers as DispatchHeaders, hasKeyHeader);
+      const add = key === undefined ? call.headers : { ...call.headers, [IDEMPOTENCY_KEY_HEADER]: key };
+      const headers = replaceHeaders(opts.headers as DispatchHeaders, add);
       const deadlineHandler = new DeadlineHandler(handler, call, resolved.downstreamErrors);
       try {
-        return dispatch(
-          { ...opts, headers: headers as NonNullable<Dispatcher.DispatchOptions['headers']> },
-          deadlineHandler,
+        // With the call in OpenTelemetry's context: instrumentation-undici's span, made inside, is the call's.
+        return runWithCall(call, () =>
+          dispatch(
+            { ...opts, headers: headers as NonNullable<Dispatcher.DispatchOptions['headers']> },
+            deadlineHandler,
+          ),
         );
       } catch (error) {
         call.end(error);
@@ -54,6 +60,9 @@ export function deadlineInterceptor(options?: HttpDeadlineOptions): Dispatcher.D
       }
     };
 }
+
+/** Whether the caller's headers, in any shape undici takes, have an `Idempotency-Key`. */
+const hasKeyHeader = (headers: DispatchHeaders): boolean => hasHeader(headers, IDEMPOTENCY_KEY_HEADER);
 
 /** @internal */
 export function startCall(opts: Dispatcher.DispatchOptions, resolved: ResolvedHttpOptions): OutgoingCall {

@@ -6,6 +6,7 @@
  */
 import { DEADLINE_EXCEEDED_BY_HEADER, type DeadlineExceededError, parseExceededBy } from '@deadline/core';
 import { OutgoingCall, storage } from '@deadline/core/internal';
+import { IDEMPOTENCY_KEY_HEADER, outgoingKey, recordHasKey } from './idempotency-key.js';
 import { type HttpDeadlineOptions, type ResolvedHttpOptions, resolveHttpOptions } from './options.js';
 
 /**
@@ -22,6 +23,11 @@ export interface PreparedHttpRequest {
   readonly target: string;
   /** The caller's headers with the budget and trace headers set over them (same-named ones replaced). */
   readonly headers: Record<string, string | string[] | number>;
+  /**
+   * The `Idempotency-Key` set on a POST or PATCH inside work that has keys (an idempotent request, a keyed
+   * `retry()`), also in `headers`; `undefined` otherwise, and when the caller's headers had one.
+   */
+  readonly idempotencyKey: string | undefined;
   /**
    * Aborts with `DeadlineExceededError` (`during-call`) or `CancelledError` when the call must stop;
    * `undefined` when nothing can stop it (no deadline, no `maxMs`, no `defaultMs`).
@@ -73,6 +79,7 @@ export function prepareWith(
   method: string,
   url: string | URL,
   init?: RequestInit,
+  callerHasKey: (headers: RequestInit['headers']) => boolean = recordHasKey,
 ): PreparedHttpRequest {
   // Outside any context, with no default budget or cap: nothing to prepare, nothing published.
   if (resolved.passThroughOutside && storage.getStore() === undefined) return passThrough(init);
@@ -84,6 +91,8 @@ export function prepareWith(
     if (value !== undefined && !Object.hasOwn(call.headers, name.toLowerCase())) headers[name] = value;
   }
   Object.assign(headers, call.headers);
+  const idempotencyKey = outgoingKey(method, init?.headers, callerHasKey);
+  if (idempotencyKey !== undefined) headers[IDEMPOTENCY_KEY_HEADER] = idempotencyKey;
   let signal: AbortSignal | undefined;
   // A signal only where something can stop the call: its own timeout, or a context that can end or be cancelled.
   if (call.timeoutMs !== undefined || storage.getStore()?._stoppable === true) {
@@ -95,6 +104,7 @@ export function prepareWith(
   return {
     target,
     headers,
+    idempotencyKey,
     signal,
     timeout: call.timeoutMs,
     done(result) {
@@ -146,6 +156,7 @@ function passThrough(init: RequestInit | undefined): PreparedHttpRequest {
   return {
     target: '',
     headers,
+    idempotencyKey: undefined,
     signal: undefined,
     timeout: undefined,
     done: (result) => (result instanceof Error ? result : undefined),

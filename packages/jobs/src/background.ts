@@ -4,6 +4,7 @@
  * (failures are logged with the trace id), and is counted so that shutdown can wait for it.
  */
 import {
+  DeadlineAttributes,
   formatTraceparent,
   isDeadlineExceededError,
   runWithContext,
@@ -13,6 +14,7 @@ import {
 } from '@deadline/core';
 import { checkFunction, checkName, checkNumber, monotonicNow, storage, timerDelay } from '@deadline/core/internal';
 import { type LoggerLike, stderrLogger } from './logger.js';
+import { endWorkSpan, markStop, runInSpan, SpanKind, startWorkSpan } from './work-span.js';
 
 /**
  * Options of {@link Background.run} and {@link runInBackground}.
@@ -137,10 +139,27 @@ export class Background {
     checkFunction('fn', fn, false);
     const budgetMs = checkNumber('budgetMs', options?.budgetMs, { min: 1, max: MAX_BUDGET_MS });
     const parent = storage.getStore()?.trace;
+    // With OpenTelemetry, a span of its own under the request's (see work-span.ts).
+    const work = startWorkSpan(
+      `background ${name}`,
+      SpanKind.Internal,
+      parent === undefined
+        ? undefined
+        : {
+            traceId: parent.traceId,
+            spanId: parent.spanId,
+            flags: parent.flags,
+            tracestate: parent.tracestate,
+            remote: false,
+          },
+      budgetMs === undefined
+        ? { [DeadlineAttributes.Task]: name }
+        : { [DeadlineAttributes.Task]: name, [DeadlineAttributes.BudgetMs]: budgetMs },
+    );
     // A child span of the request's: what the task calls downstream is its own span in the same trace.
     // Started outside any request: a trace of its own, so its lines can still be joined.
     const trace: TraceContext =
-      parent === undefined ? traceFrom() : traceFrom(formatTraceparent(parent), parent.tracestate);
+      work?.trace ?? (parent === undefined ? traceFrom() : traceFrom(formatTraceparent(parent), parent.tracestate));
     const bindings = { task: name, ...(parent === undefined ? {} : { detachedFrom: parent.spanId }) };
     const startedAt = monotonicNow();
     const logger = () => this.logger;
@@ -148,25 +167,39 @@ export class Background {
       // After the current tick: the request finishes what it was doing (and answers) first.
       setImmediate(() => {
         withoutCancel(() =>
-          runWithContext({ deadline: budgetMs, trace, bindings }, async () => {
-            let outcome: TaskOutcome;
-            try {
-              await fn();
-              outcome = { task: name, outcome: 'ok', elapsedMs: monotonicNow() - startedAt };
-            } catch (error) {
-              outcome = {
-                task: name,
-                outcome: isDeadlineExceededError(error) ? 'deadline' : 'error',
-                error,
-                elapsedMs: monotonicNow() - startedAt,
-              };
-            }
-            // Outside the try: a logger that throws must not turn a task that succeeded into a failed one.
-            const line = { ...bindings, ...fields(trace, budgetMs, outcome) };
-            if (outcome.outcome === 'ok') log(logger(), 'info', line, 'background task done');
-            else log(logger(), 'error', { ...line, err: outcome.error }, 'background task failed');
-            return outcome;
-          }),
+          runInSpan(work, () =>
+            runWithContext({ deadline: budgetMs, trace, bindings }, async (ctx) => {
+              const offStop =
+                work === undefined
+                  ? undefined
+                  : ctx.onStop((reason) => markStop(work, reason, monotonicNow() - startedAt));
+              let outcome: TaskOutcome;
+              try {
+                await fn();
+                outcome = { task: name, outcome: 'ok', elapsedMs: monotonicNow() - startedAt };
+              } catch (error) {
+                outcome = {
+                  task: name,
+                  outcome: isDeadlineExceededError(error) ? 'deadline' : 'error',
+                  error,
+                  elapsedMs: monotonicNow() - startedAt,
+                };
+              }
+              if (work !== undefined) {
+                offStop?.();
+                endWorkSpan(
+                  work,
+                  outcome.outcome === 'deadline' ? 'deadline_exceeded' : outcome.outcome,
+                  outcome.error,
+                );
+              }
+              // Outside the try: a logger that throws must not turn a task that succeeded into a failed one.
+              const line = { ...bindings, ...fields(trace, budgetMs, outcome) };
+              if (outcome.outcome === 'ok') log(logger(), 'info', line, 'background task done');
+              else log(logger(), 'error', { ...line, err: outcome.error }, 'background task failed');
+              return outcome;
+            }),
+          ),
         ).then(resolve);
       });
     });
@@ -236,6 +269,7 @@ function fields(trace: TraceContext, budgetMs: number | undefined, outcome: Task
   return {
     detached: true,
     traceId: trace.traceId,
+    spanId: trace.spanId,
     ...(budgetMs === undefined ? {} : { budgetMs }),
     elapsedMs: Math.round(outcome.elapsedMs * 10) / 10,
     outcome: outcome.outcome,

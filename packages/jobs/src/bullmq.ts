@@ -4,17 +4,27 @@
  * the worker: same trace id, a fresh budget per attempt, cancelled by BullMQ's own signal (`worker.cancelJob`).
  * BullMQ is a peer: the types here are structural, nothing of it is imported.
  */
-import { InvalidArgumentError, runWithContext, traceFrom } from '@deadline/core';
+import {
+  DeadlineAttributes,
+  InvalidArgumentError,
+  isCancelledError,
+  isDeadlineExceededError,
+  runWithContext,
+  traceFrom,
+} from '@deadline/core';
 import {
   checkFunction,
   checkHop,
   checkNumber,
   checkObject,
+  monotonicNow,
   nextReady,
+  type OtelAttributes,
   OutgoingCall,
   storage,
 } from '@deadline/core/internal';
-import { carrierFromContext, hopOrUndefined, JOB_CONTEXT_KEY, readCarrier } from './carrier.js';
+import { type CarriedContext, carrierFromContext, hopOrUndefined, JOB_CONTEXT_KEY, readCarrier } from './carrier.js';
+import { endWorkSpan, markStop, runInSpan, SpanKind, startWorkSpan, type WorkSpan } from './work-span.js';
 
 /**
  * The part of a BullMQ `Queue` used by {@link enqueue}.
@@ -66,6 +76,9 @@ export type EnqueueOptions<O = Record<string, unknown>> = O & {
  * out), and the request stops waiting for it at its deadline (the job may then have been added or not: Redis
  * cannot say).
  * `data` must be a plain object: the trace travels in it under {@link JOB_CONTEXT_KEY}.
+ * Inside an idempotent request (`@deadline/idempotency`), a job without a `jobId` gets the request's next
+ * derived `Idempotency-Key` as its id, so a retry of the request that takes it over does not add it again
+ * (while BullMQ keeps the job: see `removeOnComplete` in docs/guides/idempotency.md).
  *
  * @example
  * ```ts
@@ -97,7 +110,11 @@ export async function enqueue<O extends object, J>(
   const { budgetMs, ...opts } = (checkObject('options', options) ?? {}) as EnqueueOptions;
   checkNumber('options.budgetMs', budgetMs, { min: 1, max: 2 ** 31 - 1 });
   const payload = { ...data, [JOB_CONTEXT_KEY]: carrierFromContext(budgetMs) };
-  const add = () => queue.add(name as never, payload as never, opts as O);
+  // Inside an idempotent request, a job without its own id gets the request's next derived key: an attempt that
+  // takes the request over adds the same job id, which BullMQ does not add twice.
+  const jobId = (opts as { jobId?: unknown }).jobId ?? storage.getStore()?.idempotencyKeys?.next();
+  const jobOpts = jobId === undefined ? opts : { ...opts, jobId };
+  const add = () => queue.add(name as never, payload as never, jobOpts as O);
   // Outside any context: BullMQ as it is (no call events, as the other adapters).
   if (storage.getStore() === undefined) return add();
   // Throws (before anything is sent) when the request has no time left; without a deadline, race() just waits.
@@ -210,34 +227,84 @@ export function withJobContext<J extends JobLike, R>(
       attempt: job.attemptsMade + 1,
       ...(carried.hop === undefined ? {} : { enqueuedBy: carried.hop }),
     };
-    return runWithContext(
-      {
-        root: true,
-        deadline: carried.budgetMs ?? defaultBudgetMs,
-        // A job enqueued outside any request (or by hand) starts a trace of its own, as a request would.
-        trace: carried.trace ?? traceFrom(),
-        // A queue name that is not a valid hop name is not used as one.
-        hop: hop ?? hopOrUndefined(job.queueName),
-        baggage: carried.baggage,
-        bindings,
-        signal,
+    const budgetMs = carried.budgetMs ?? defaultBudgetMs;
+    const work = jobSpan(job, carried, budgetMs);
+    const startedAt = monotonicNow();
+    const attempt = runInSpan(work, () =>
+      runWithContext(
+        {
+          root: true,
+          deadline: budgetMs,
+          // A job enqueued outside any request (or by hand) starts a trace of its own, as a request would.
+          trace: work?.trace ?? carried.trace ?? traceFrom(),
+          // A queue name that is not a valid hop name is not used as one.
+          hop: hop ?? hopOrUndefined(job.queueName),
+          baggage: carried.baggage,
+          bindings,
+          signal,
+        },
+        (ctx) =>
+          new Promise<R>((resolve, reject) => {
+            // The attempt ends at its budget (or cancel) even if the processor does not listen: BullMQ then
+            // records the failure and retries per the job's options.
+            const off = ctx.onStop((reason) => {
+              if (work !== undefined) markStop(work, reason, monotonicNow() - startedAt);
+              reject(reason);
+            });
+            processor(job, token, ctx.signal).then(
+              (value) => {
+                off();
+                resolve(value);
+              },
+              (error: unknown) => {
+                off();
+                reject(error);
+              },
+            );
+          }),
+      ),
+    );
+    if (work === undefined) return attempt;
+    return attempt.then(
+      (value) => {
+        endWorkSpan(work, 'ok', undefined);
+        return value;
       },
-      (ctx) =>
-        new Promise<R>((resolve, reject) => {
-          // The attempt ends at its budget (or cancel) even if the processor does not listen: BullMQ then
-          // records the failure and retries per the job's options.
-          const off = ctx.onStop(reject);
-          processor(job, token, ctx.signal).then(
-            (value) => {
-              off();
-              resolve(value);
-            },
-            (error: unknown) => {
-              off();
-              reject(error);
-            },
-          );
-        }),
+      (error: unknown) => {
+        const outcome = isDeadlineExceededError(error)
+          ? 'deadline_exceeded'
+          : isCancelledError(error)
+            ? 'cancelled'
+            : 'error';
+        endWorkSpan(work, outcome, error);
+        throw error;
+      },
     );
   };
+}
+
+/**
+ * With OpenTelemetry, each attempt is a consumer span (`process <queue>`), the child of the span that enqueued
+ * the job (the carrier's traceparent), with the messaging attributes of OpenTelemetry's conventions.
+ */
+function jobSpan(job: JobLike, carried: CarriedContext, budgetMs: number | undefined): WorkSpan | undefined {
+  const trace = carried.trace;
+  const attributes: OtelAttributes = {
+    'messaging.system': 'bullmq',
+    'messaging.operation.type': 'process',
+    'messaging.destination.name': job.queueName,
+  };
+  if (job.id !== undefined) attributes['messaging.message.id'] = String(job.id);
+  if (budgetMs !== undefined) attributes[DeadlineAttributes.BudgetMs] = budgetMs;
+  const parent =
+    trace?.parentId === undefined
+      ? undefined
+      : {
+          traceId: trace.traceId,
+          spanId: trace.parentId,
+          flags: trace.flags,
+          tracestate: trace.tracestate,
+          remote: true,
+        };
+  return startWorkSpan(`process ${job.queueName}`, SpanKind.Consumer, parent, attributes);
 }

@@ -5,7 +5,7 @@
  * `job.opts.telemetry.metadata` is overwritten by BullMQ's own telemetry when that is configured.
  */
 import { formatTraceparent, parseTraceparent, type TraceContext, traceFrom } from '@deadline/core';
-import { checkHop, storage } from '@deadline/core/internal';
+import { activeSpan, checkHop, storage, traceOfSpan } from '@deadline/core/internal';
 
 /**
  * The key in `job.data` that holds the carrier. The worker side ({@link withJobContext}) removes it from
@@ -45,9 +45,13 @@ const MAX_BUDGET_MS = 2 ** 31 - 1;
 export function carrierFromContext(budgetMs: number | undefined): JobCarrier {
   const context = storage.getStore();
   const carrier: JobCarrier = { v: 1 };
-  if (context?.trace !== undefined) {
-    carrier.traceparent = formatTraceparent(context.trace);
-    if (context.trace.tracestate !== undefined) carrier.tracestate = context.trace.tracestate;
+  // With OpenTelemetry, the job is the child of the span active where it is enqueued (the request's, or one
+  // the application opened inside it); else of this hop's own trace.
+  const span = activeSpan();
+  const trace = span === undefined ? context?.trace : traceOfSpan(span);
+  if (trace !== undefined) {
+    carrier.traceparent = formatTraceparent(trace);
+    if (trace.tracestate !== undefined) carrier.tracestate = trace.tracestate;
   }
   if (context !== undefined && Object.keys(context.baggage).length > 0) carrier.baggage = { ...context.baggage };
   if (context?.hop !== undefined) carrier.hop = context.hop;

@@ -7,6 +7,7 @@ import type { Connection } from 'mysql2/promise';
 import { type Flavour, flavourOf } from './flavour.js';
 import { Killer } from './killer.js';
 import type { ResolvedOptions } from './options.js';
+import type { SideOpener } from './side-connection.js';
 
 /** mysql2 keeps the server's handshake on its connection (a private field, there since mysql2's first versions). */
 type WithHandshake = { connection?: { _handshakePacket?: { serverVersion?: unknown } | null } };
@@ -21,11 +22,12 @@ export class Backend {
   #flavour: Flavour | undefined;
   #detecting = false;
 
-  constructor(options: ResolvedOptions, connectionConfig: object) {
+  /** `openSide`: how the driver opens a side connection for KILLs (side-connection.ts). */
+  constructor(options: ResolvedOptions, openSide: SideOpener) {
     this.target = options.target;
     this.callOptions = options.call;
     this.guard = options.guard;
-    this.killer = new Killer(connectionConfig);
+    this.killer = new Killer(openSide);
   }
 
   /**

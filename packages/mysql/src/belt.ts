@@ -53,6 +53,18 @@ export function firstKeyword(sql: string): { word: string | undefined; at: numbe
   return { word: KEYWORD.exec(sql.slice(at))?.[0].toLowerCase(), at };
 }
 
+/**
+ * @internal Marks a statement object that carries a server-side limit of its own, which the driver writes into it
+ * as it sends it (the `mariadb` connector's per-statement `timeout`): no belt is added (two `SET STATEMENT … FOR`
+ * would not parse), and when that limit fires, the caller gets the driver's error, not a deadline error.
+ */
+export const OWN_LIMIT = Symbol('@deadline/mysql.ownLimit');
+
+/** @internal Whether `sql` carries a limit of its own ({@link OWN_LIMIT}). */
+export function hasOwnLimit(sql: unknown): boolean {
+  return typeof sql === 'object' && sql !== null && (sql as { [OWN_LIMIT]?: unknown })[OWN_LIMIT] === true;
+}
+
 /** @internal `sql` with the server-side limit for `ms` left (plus the slack) written into it, or unchanged when it takes none. */
 export function beltSql(flavour: Flavour, sql: string, ms: number): string {
   const { word, at } = firstKeyword(sql);

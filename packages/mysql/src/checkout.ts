@@ -4,14 +4,15 @@
  * with nothing sent on it.
  */
 
-import type { OutgoingCall } from '@deadline/core/internal';
+import { type OutgoingCall, unpatched } from '@deadline/core/internal';
 import type { Pool, PoolConnection } from 'mysql2/promise';
 
 /** @internal */
 export function checkout(pool: Pool, call: OutgoingCall): Promise<PoolConnection> {
   // Stopped already: the pool is not even asked. A connection that comes after the stop goes straight back.
   return call.race(
-    () => pool.getConnection(),
+    // Bounded here: an instrumented pool (instrumentMysql) passes it through.
+    () => unpatched(() => pool.getConnection()),
     (late) => late.release(),
   );
 }

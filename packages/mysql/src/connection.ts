@@ -5,6 +5,7 @@
 import { storage } from '@deadline/core/internal';
 import type { Connection, FieldPacket, PoolConnection, QueryResult } from 'mysql2/promise';
 import type { Backend } from './backend.js';
+import { STUCK_KILL_MS } from './killer.js';
 import { type Kind, Session } from './session.js';
 import { runTransaction } from './transaction.js';
 import type {
@@ -18,10 +19,16 @@ import type {
 } from './types.js';
 import { underCall } from './under-call.js';
 
-/** @internal Back to the pool once the session's cleanup is done; destroyed if it cannot be vouched for. */
+/**
+ * @internal Back to the pool once the session's cleanup is done; destroyed if it cannot be vouched for. A KILL the
+ * server holds up (seen in CI: for seconds) does not hold the connection with it: once its statement is over
+ * and the KILL has been out for STUCK_KILL_MS, the connection is destroyed and the pool opens another. Waiting
+ * instead kept each such connection from the pool for up to KILL_TIMEOUT_MS, and a stream of expiring requests
+ * took every connection of the pool that way.
+ */
 export function giveBack(session: Session, connection: PoolConnection): void {
-  void session.idle().then(() => {
-    if (session.dirty) connection.destroy();
+  void session.idleWithin(STUCK_KILL_MS).then((idle) => {
+    if (!idle || session.dirty) connection.destroy();
     else connection.release();
   });
 }

@@ -1,10 +1,13 @@
 /**
- * `@deadline/mysql` — mysql2 under the request's deadline: pool checkout and statements bounded by the remaining
+ * `@deadline/mysql` — mysql2 and the `mariadb` connector under the request's deadline: pool checkout and statements bounded by the remaining
  * budget, a server-side limit as a belt (MariaDB `max_statement_time`, MySQL `MAX_EXECUTION_TIME`), and
  * `KILL QUERY` the moment the budget runs out or the request is cancelled.
  * @packageDocumentation
  */
 
+export { instrumentMysql, type Mysql2Module } from './instrument.js';
+export type { MariadbModule } from './mariadb/connector.js';
+export { instrumentMariadb } from './mariadb/instrument.js';
 export type { MysqlDeadlineOptions } from './options.js';
 export type {
   DeadlineConnection,

@@ -19,8 +19,11 @@
  *   This tells only once a side connection has learnt the server before: the first server a killer reaches is
  *   taken to be the one its pool's connections are on (the peer is still compared).
  */
-import type { Connection, RowDataPacket } from 'mysql2/promise';
+import type { SideStatements } from './side-connection.js';
 import type { Sighting } from './sightings.js';
+
+/** A row as both drivers return it by default: columns by name. */
+type Row = Record<string, unknown>;
 
 /** Uptime counts whole seconds: the run may have started up to this much later than it says. */
 const UPTIME_GRANULARITY_MS = 1_000;
@@ -34,13 +37,15 @@ export interface ServerRun {
 }
 
 /** @internal Reads the run `connection` (the side connection) reached: two statements, once. */
-export async function readServerRun(connection: Connection): Promise<ServerRun> {
-  const [[[identity]], uptime] = await Promise.all([
-    connection.query<RowDataPacket[]>('SELECT @@hostname AS hostname, @@port AS port, @@server_id AS serverId'),
+export async function readServerRun(connection: SideStatements): Promise<ServerRun> {
+  const rowsOf = async (sql: string) => (await connection.query(sql))[0] as Row[];
+  const [[identity], uptime] = await Promise.all([
+    rowsOf('SELECT @@hostname AS hostname, @@port AS port, @@server_id AS serverId'),
     // The server read its clock before the answer came: the run started at most `uptime` + 1 s before that.
-    connection
-      .query<RowDataPacket[]>("SHOW GLOBAL STATUS LIKE 'Uptime'")
-      .then(([rows]) => ({ seconds: Number(rows[0]?.Value), answeredAt: performance.now() })),
+    rowsOf("SHOW GLOBAL STATUS LIKE 'Uptime'").then((rows) => ({
+      seconds: Number(rows[0]?.Value),
+      answeredAt: performance.now(),
+    })),
   ]);
   if (identity === undefined || !Number.isFinite(uptime.seconds)) throw new Error('the server did not tell its run');
   return {

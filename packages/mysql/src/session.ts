@@ -10,10 +10,10 @@
  * the KILL failed): a pooled connection in that state is destroyed, never returned to the pool.
  */
 import { setTimeout as delay } from 'node:timers/promises';
-import { markCausedBy, type OutgoingCall } from '@deadline/core/internal';
+import { markCausedBy, type OutgoingCall, runWithCall, unpatched } from '@deadline/core/internal';
 import type { Connection, FieldPacket, QueryResult } from 'mysql2/promise';
 import type { Backend } from './backend.js';
-import { beltSql, sessionBelt } from './belt.js';
+import { beltSql, hasOwnLimit, sessionBelt } from './belt.js';
 import { ER_QUERY_INTERRUPTED, errnoOf, isFatal, isServerTimeout, serverTimeoutError } from './driver-errors.js';
 import type { Flavour } from './flavour.js';
 import { KILL_TIMEOUT_MS } from './killer.js';
@@ -43,6 +43,10 @@ interface Running {
   kill: Promise<boolean> | undefined;
   /** A KILL is on its way: were the statement to settle now, that KILL could land after it. */
   killInFlight: boolean;
+  /** The call it runs for: told when a KILL completed (the server confirmed the stop). */
+  readonly call: OutgoingCall;
+  /** Called once the statement has settled (or, never sent, once the call is over). */
+  readonly onSettled: () => void;
 }
 
 /** Pauses between KILLs for a statement that outlived one: 1, 2, 4 … ms, at most this. */
@@ -55,6 +59,7 @@ function remainingOf(call: OutgoingCall): number | undefined {
 
 function withBelt(sql: Sql, flavour: Flavour, ms: number): Sql {
   if (typeof sql === 'string') return beltSql(flavour, sql, ms);
+  if (hasOwnLimit(sql)) return sql;
   return { ...sql, sql: beltSql(flavour, sql.sql, ms) };
 }
 
@@ -64,6 +69,10 @@ export class Session {
   readonly #backend: Backend;
   /** Resolves when the last statement, and its cleanup, are done: the gate. Never rejects. */
   #idle: Promise<unknown> = Promise.resolve();
+  /** Resolves when every statement sent so far has settled, its cleanup (the KILL) perhaps still out. */
+  #settled: Promise<unknown> = Promise.resolve();
+  /** KILLs sent for this connection's statements and not yet answered (or given up). */
+  #killsOut = 0;
   #dirty = false;
 
   constructor(connection: Connection, backend: Backend) {
@@ -92,6 +101,30 @@ export class Session {
   }
 
   /**
+   * Resolves `true` once idle; or `false` when every statement sent so far has settled but a KILL sent for one
+   * is still unanswered `ms` later (the server holds it up). A connection that will not be used again can then be
+   * destroyed instead of waited for: its statements are over, and a KILL landing late finds its thread gone
+   * rather than someone else's statement. Never rejects.
+   */
+  async idleWithin(ms: number): Promise<boolean> {
+    await this.#settled;
+    if (this.#killsOut === 0) {
+      await this.idle();
+      return true;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const held = new Promise<false>((resolve) => {
+      timer = setTimeout(resolve, ms, false);
+      timer.unref();
+    });
+    try {
+      return await Promise.race([this.idle().then(() => true), held]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
    * Runs `sql` after the gate; bounded by `call`'s call when given (the belt, the KILL, the answer at the stop),
    * else exactly as mysql2 would run it.
    */
@@ -102,6 +135,8 @@ export class Session {
     call: OutgoingCall | undefined,
   ): Promise<[T, FieldPacket[]]> {
     const previous = this.#idle;
+    let settled: () => void = () => {};
+    this.#settled = Promise.all([this.#settled, new Promise<void>((resolve) => (settled = resolve))]);
     return new Promise<Result>((resolve, reject) => {
       let answered = false;
       const answer: Answer = {
@@ -119,14 +154,15 @@ export class Session {
       const done =
         call === undefined
           ? this.#unbounded(previous, kind, sql, values, answer)
-          : this.#bounded(previous, kind, sql, values, call, answer);
+          : this.#bounded(previous, kind, sql, values, call, answer, settled);
+      void done.then(settled);
       this.#idle = Promise.all([previous, done]);
     }) as Promise<[T, FieldPacket[]]>;
   }
 
   /** A statement with no bound or belt of its own (BEGIN, COMMIT, ROLLBACK), after the gate. */
   plain(sql: string): Promise<void> {
-    const done = this.#idle.then(() => this.connection.query(sql)).then(() => {});
+    const done = this.#idle.then(() => unpatched(() => this.connection.query(sql))).then(() => {});
     this.#idle = done.catch((error: unknown) => {
       if (isFatal(error)) this.#dirty = true;
     });
@@ -135,7 +171,9 @@ export class Session {
 
   #send(kind: Kind): Send {
     const connection = this.connection;
-    return (kind === 'query' ? connection.query : connection.execute).bind(connection) as unknown as Send;
+    const send = (kind === 'query' ? connection.query : connection.execute).bind(connection) as unknown as Send;
+    // Bounded here already: an instrumented driver (instrumentMysql) passes it through.
+    return (sql, values) => unpatched(() => send(sql, values));
   }
 
   async #unbounded(previous: Promise<unknown>, kind: Kind, sql: Sql, values: unknown, answer: Answer) {
@@ -155,11 +193,22 @@ export class Session {
     values: unknown,
     call: OutgoingCall,
     answer: Answer,
+    onSettled: () => void,
   ): Promise<void> {
-    const running: Running = { threadId: undefined, settled: Promise.resolve(), kill: undefined, killInFlight: false };
+    const running: Running = {
+      threadId: undefined,
+      settled: Promise.resolve(),
+      kill: undefined,
+      killInFlight: false,
+      call,
+      onSettled,
+    };
     const off = call.onStop((reason) => {
       answer.fail(reason);
-      if (running.threadId !== undefined && running.kill === undefined) running.kill = this.#kill(running);
+      if (running.threadId !== undefined && running.kill === undefined) {
+        this.#killsOut++;
+        running.kill = this.#kill(running).finally(() => this.#killsOut--);
+      }
     });
     try {
       await this.#drive(previous, kind, sql, values as QueryValues, call, running, answer);
@@ -189,7 +238,7 @@ export class Session {
       const belt = sessionBelt(flavour, ms);
       let restore: string | undefined;
       try {
-        await this.connection.query(belt.set);
+        await unpatched(() => this.connection.query(belt.set));
         restore = belt.restore;
       } catch (error) {
         if (isFatal(error)) {
@@ -204,7 +253,7 @@ export class Session {
         if (call.stopReason === undefined) await this.#statement(kind, sql, values, call, running, answer);
       } finally {
         if (restore !== undefined) {
-          await this.connection.query(restore).catch(() => {
+          await unpatched(() => this.connection.query(restore)).catch(() => {
             this.#dirty = true; // the session's limit is not what the application set
           });
         }
@@ -217,7 +266,8 @@ export class Session {
 
   /** Sends the statement, answers the caller if the stop has not, and waits for our KILL, if any, to complete. */
   async #statement(kind: Kind, sql: Sql, values: QueryValues, call: OutgoingCall, running: Running, answer: Answer) {
-    const pending = this.#send(kind)(sql, values);
+    // With the call in OpenTelemetry's context: a mysql2 instrumentation's span, made inside, is the call's.
+    const pending = runWithCall(call, () => this.#send(kind)(sql, values));
     running.settled = pending.catch(() => {});
     running.threadId = this.connection.threadId ?? undefined;
     let failed = false;
@@ -230,12 +280,15 @@ export class Session {
       error = caught;
     }
     running.threadId = undefined; // a stop from now on has nothing to kill
+    running.onSettled();
     const kill = running.kill;
     if (kill === undefined) {
       if (!failed) answer.ok(value as Result);
-      // The server's limit fired before our stop did: the call is cut off all the same (the call answers).
-      else if (isServerTimeout(error) && call.stopReason === undefined) call.stop(serverTimeoutError(call, error));
-      else {
+      // The server's limit fired before our stop did: the call is cut off all the same (the call answers). Unless
+      // the limit was the caller's own.
+      else if (isServerTimeout(error) && call.stopReason === undefined && !hasOwnLimit(sql)) {
+        call.stop(serverTimeoutError(call, error));
+      } else {
         if (isFatal(error)) this.#dirty = true;
         answer.fail(error);
       }
@@ -256,7 +309,7 @@ export class Session {
    * EXECUTE): a KILL QUERY finding the thread idle is dropped. Resolves whether the last KILL completed; gives up
    * re-sending after KILL_TIMEOUT_MS (a statement rolling back a large change ignores KILLs; the gate still waits
    * for it to end), and at once when the server has no such thread, or when the thread may not be ours on the
-   * server run the side connection reached (server-run.ts).
+   * server run the side connection reached (server-run.ts), or when no side connection can be had.
    */
   async #kill(running: Running): Promise<boolean> {
     const threadId = running.threadId as number;
@@ -268,8 +321,13 @@ export class Session {
       running.killInFlight = true;
       const outcome = await killer.kill(threadId, sightingOf(this.connection));
       running.killInFlight = false;
+      if (outcome === 'killed') running.call.confirmStop('KILL QUERY');
       if (outcome === 'no-such-thread' || outcome === 'elsewhere') return this.#outlive(running);
-      if (outcome === 'unknown') return false;
+      // Not known, or no side connection to be had (two in a row died or were refused): the connection is not
+      // vouched for, and is destroyed rather than reused. Retrying here was tried: it held the connection for
+      // up to KILL_TIMEOUT_MS while new connections were what the server could least afford (CI, a pool whose
+      // every connection was killed: no success for 2 s).
+      if (outcome === 'unknown' || outcome === 'unreachable') return false;
       if (running.threadId === undefined || performance.now() - started > KILL_TIMEOUT_MS) return true;
       await Promise.race([running.settled, delay(pause, undefined, { ref: false })]);
       if (running.threadId === undefined) return true;

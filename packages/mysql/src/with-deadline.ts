@@ -8,6 +8,7 @@ import { Backend } from './backend.js';
 import { SingleConnection } from './connection.js';
 import { type MysqlDeadlineOptions, resolveOptions } from './options.js';
 import { DeadlinePoolImpl } from './pool.js';
+import { mysql2Sides } from './side-connection.js';
 import type { DeadlineConnection, DeadlinePool } from './types.js';
 
 /** What we read of mysql2's parsed connection config. */
@@ -69,12 +70,12 @@ export function withDeadline(
   if (isObject(value)) {
     const fromPool = poolConfig(value);
     if (fromPool !== undefined) {
-      const backend = new Backend(resolveOptions(options, fromPool.database), fromPool);
+      const backend = new Backend(resolveOptions(options, fromPool.database), mysql2Sides(fromPool));
       return new DeadlinePoolImpl(poolOrConnection as Pool, backend);
     }
     const fromConnection = connectionConfig(value);
     if (fromConnection !== undefined) {
-      const backend = new Backend(resolveOptions(options, fromConnection.database), fromConnection);
+      const backend = new Backend(resolveOptions(options, fromConnection.database), mysql2Sides(fromConnection));
       return new SingleConnection(poolOrConnection as Connection, backend);
     }
   }

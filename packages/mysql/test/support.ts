@@ -28,6 +28,18 @@ export function serverOptions(overrides: PoolOptions = {}): PoolOptions {
   };
 }
 
+/** The test server's address and login, each one set: what ORMs that take them one by one are given. */
+export function serverParts(): { host: string; port: number; user: string; password: string; database: string } {
+  const { host, port, user, password, database } = serverOptions();
+  return {
+    host: host ?? '127.0.0.1',
+    port: port ?? 3306,
+    user: user ?? 'root',
+    password: password ?? '',
+    database: database ?? 'test',
+  };
+}
+
 /** The parsed connection config mysql2 keeps for a pool's connections (what the side connection is opened with). */
 export function connectionConfigOf(pool: Pool): object {
   return (pool.pool as unknown as { config: { connectionConfig: object } }).config.connectionConfig;
@@ -92,15 +104,37 @@ export class Watcher {
     return rows[0] === undefined ? undefined : Number(rows[0].id);
   }
 
-  /** Polls until a statement containing `mark` runs (bounded by the test's timeout). */
-  async waitRunning(mark: string): Promise<void> {
-    while ((await this.running(mark)) === 0) {}
+  /** Polls until a statement containing `mark` runs; throws after `limitMs`. */
+  async waitRunning(mark: string, limitMs = 10_000): Promise<void> {
+    const until = performance.now() + limitMs;
+    while ((await this.running(mark)) === 0) {
+      if (performance.now() > until) throw new Error(`${mark} never started`);
+    }
   }
 
-  /** Polls until no statement containing `mark` runs; resolves with the time it was first seen gone. */
+  /**
+   * Polls until no statement containing `mark` runs; resolves with when it ended (performance.now()). That is when
+   * the server says, when the connection that ran it is idle since: `TIME_MS` of its `Sleep`, read on this
+   * process's clock (the middle of the read's round trip). Else, or if that were later, when the poll first saw
+   * it gone, a round trip or two after.
+   */
   async waitGone(mark: string): Promise<number> {
-    while ((await this.running(mark)) > 0) {}
-    return performance.now();
+    let thread: number | undefined;
+    for (;;) {
+      const running = await this.threadRunning(mark);
+      if (running === undefined) break;
+      thread = running;
+    }
+    const seen = performance.now();
+    if (thread === undefined) return seen;
+    const asked = performance.now();
+    const [rows] = await this.#connection.query<RowDataPacket[]>(
+      'SELECT COMMAND AS command, TIME_MS AS ms FROM information_schema.processlist WHERE ID = ?',
+      [thread],
+    );
+    const answered = performance.now();
+    if (rows[0]?.command !== 'Sleep') return seen; // gone, or already running something else
+    return Math.min((asked + answered) / 2 - Number(rows[0].ms), seen);
   }
 
   /** The ids of the connections `user` has open. */
@@ -119,6 +153,18 @@ export class Watcher {
       [user],
     );
     return Number(rows[0]?.n);
+  }
+
+  /**
+   * What `user`'s connections are doing, except idling: a statement running (`Query`, `Execute`), a connection
+   * being set up (`Connect`) or torn down (`Killed`).
+   */
+  async activityOf(user: string): Promise<{ id: number; command: string; state: string; info: string | null }[]> {
+    const [rows] = await this.#connection.query<RowDataPacket[]>(
+      "SELECT ID AS id, COMMAND AS command, STATE AS state, INFO AS info FROM information_schema.processlist WHERE USER = ? AND COMMAND <> 'Sleep'",
+      [user],
+    );
+    return rows as { id: number; command: string; state: string; info: string | null }[];
   }
 
   /** Polls until `user` has exactly `count` connections open (the server notices a close asynchronously). */

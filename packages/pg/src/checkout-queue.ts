@@ -9,7 +9,8 @@
  * Only pg-pool's public surface is read: `idleCount`, `totalCount`, `waitingCount`, `options.max` and its
  * events. A pool without them (another implementation, a single client) is checked out from directly.
  */
-import { type OutgoingCall, WaitQueue } from '@deadline/core/internal';
+import { type OutgoingCall, unpatched, WaitQueue } from '@deadline/core/internal';
+import { releaseLate } from './checkout.js';
 import type { PgPoolClientLike, PgPoolLike } from './with-deadline.js';
 
 /** What pg-pool exposes of its state. */
@@ -66,10 +67,7 @@ export class CheckoutQueue {
       this.#granted--;
     }
     try {
-      return await call.race(
-        () => this.#pool.connect(),
-        (late) => late.release(),
-      );
+      return await call.race(() => unpatched(() => this.#pool.connect()), releaseLate);
     } finally {
       // A turn not used (the call stopped as it came), or a connection that failed to open: pass it on.
       this.#schedulePump();

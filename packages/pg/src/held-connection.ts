@@ -12,6 +12,8 @@
  * fails with that cause — not with the driver's "not queryable", which names none.
  */
 
+import { unpatched } from '@deadline/core/internal';
+
 /** The part of a node-postgres `Client` (an EventEmitter) the listener needs. */
 export interface ErrorEmitter {
   on(event: 'error', listener: (error: Error) => void): unknown;
@@ -30,7 +32,8 @@ const failed = new WeakMap<object, Error>();
 /** Failed connections that have ended too: the driver emits nothing more on them. */
 const ended = new WeakSet<object>();
 
-function connectionOf(client: object): object {
+/** The driver's client behind `client` (itself, or the single client a turn stands in for). @internal */
+export function connectionOf(client: object): object {
   return (client as { [CONNECTION]?: object })[CONNECTION] ?? client;
 }
 
@@ -92,14 +95,23 @@ export interface Queryable {
   query(text: string, values?: unknown[]): Promise<unknown>;
 }
 
+/** A statement: its text, or node-postgres's query config (`{ text, values, rowMode, types, name }`). */
+export type Statement = string | { readonly text: string };
+
+/** Sends a statement the driver's way, bypassing any patch of ours (see instrument.ts). */
+export type SendStatement = (statement: Statement, values?: unknown[]) => Promise<unknown>;
+
 /**
- * Sends a statement on a held connection. One whose connection already failed is not sent: it rejects with
- * the failure. A statement that fails with an error ending the session marks the connection failed.
+ * Sends a statement on a held connection (with `send` when given, else `client.query`). One whose connection
+ * already failed is not sent: it rejects with the failure. A statement that fails with an error ending the
+ * session marks the connection failed.
  */
-export function queryHeld<R>(client: Queryable, text: string, values?: unknown[]): Promise<R> {
+export function queryHeld<R>(client: Queryable, text: Statement, values?: unknown[], send?: SendStatement): Promise<R> {
   const failure = connectionFailure(client);
   if (failure !== undefined) return Promise.reject(failure);
-  const sent = values === undefined ? client.query(text) : client.query(text, values);
+  const query = send ?? (client.query.bind(client) as SendStatement);
+  // The wrapper bounds it already: an instrumented driver (instrumentPg) passes it through.
+  const sent = unpatched(() => (values === undefined ? query(text) : query(text, values)));
   // Only a promise: a cursor or a stream (a submittable, passed through) is the driver's business.
   if (typeof (sent as Partial<Promise<unknown>> | undefined)?.then === 'function') {
     sent.then(undefined, (error: unknown) => {

@@ -5,6 +5,7 @@
  */
 
 export type { PgClient } from './client-as-pool.js';
+export { instrumentPg, type PgInstrumentOptions, type PgModule } from './instrument.js';
 export type { PgDeadlineOptions } from './options.js';
 export {
   type DeadlinePool,

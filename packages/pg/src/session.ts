@@ -7,9 +7,16 @@
  */
 import type { Socket } from 'node:net';
 import { CancelledError, DeadlineExceededError } from '@deadline/core';
-import type { OutgoingCall } from '@deadline/core/internal';
+import { callSpansWanted, markCausedBy, type OutgoingCall, runWithCall } from '@deadline/core/internal';
 import { type CancelEndpoint, openCancelConnection, sendCancelRequest } from './cancel-request.js';
-import { CONNECTION, connectionFailure, queryHeld } from './held-connection.js';
+import {
+  CONNECTION,
+  connectionFailure,
+  connectionOf,
+  queryHeld,
+  type SendStatement,
+  type Statement,
+} from './held-connection.js';
 
 /** The parts of a pg `Client` / `PoolClient` used (node-postgres 8). */
 export interface PgClientLike {
@@ -39,6 +46,17 @@ const CONFIRM_MS = 50;
 const CANCEL_AHEAD_MS = 10;
 
 /**
+ * How long a statement may run on after its cancel was delivered before another is sent (ms). The server drops
+ * a cancel that reaches the backend before it has read the statement off its socket (it is then "reading a
+ * command", and a cancel there would interrupt nothing): on a busy machine the backend may not have run since the
+ * statement was written. The statement would then run to its end — a write committed after the caller was told
+ * it was cancelled. Seen once in four CI runs; the test: pg.test.ts, "a cancel the server dropped".
+ */
+const RESEND_AFTER_MS = 50;
+/** At most this many cancels for one statement (the first and the resends). */
+const MAX_CANCELS = 5;
+
+/**
  * Where the cancel must go: the address the backend's own socket is connected to (the same server behind a
  * name that resolves to several, and no name to resolve at the stop), else the host and port it was given.
  */
@@ -51,8 +69,13 @@ function endpointOf(client: PgClientLike): CancelEndpoint {
   return { host: params?.host ?? client.host, port: params?.port ?? client.port };
 }
 
-/** The stop, with the driver's error as its cause. */
+/**
+ * The stop, with the driver's error as its cause. The driver's error is marked too: an ORM that wraps ours
+ * copying its fields but not its class (MikroORM's DriverException keeps its `cause`, the driver's) is still
+ * recognised by `isDeadlineExceededError()`.
+ */
 function withCause(error: Stop, cause: unknown): Stop {
+  markCausedBy(cause, error);
   if (error instanceof CancelledError) return new CancelledError(error.message, { reason: error.reason, cause });
   return new DeadlineExceededError({
     budgetMs: error.budgetMs,
@@ -78,6 +101,8 @@ export class Session {
   /** Our statement on the wire, if any: what a cancel would interrupt. */
   #active: Promise<unknown> | undefined;
   #cancel: Promise<boolean> | undefined;
+  /** How many cancels were sent for the statement running at the stop. */
+  #cancels = 0;
   /** Whether the statement running at the stop failed with 57014 (the cancel was spent on it). */
   #cancelSpent = false;
   readonly #waiters = new Set<(error: Stop) => void>();
@@ -86,9 +111,13 @@ export class Session {
   #ahead: Socket | undefined;
   #aheadTimer: NodeJS.Timeout | undefined;
 
-  constructor(client: PgClientLike, call: OutgoingCall) {
+  readonly #send: SendStatement | undefined;
+
+  /** `send`: how a statement goes to the driver, when not by `client.query` (a patched prototype's original). */
+  constructor(client: PgClientLike, call: OutgoingCall, send?: SendStatement) {
     this.client = client;
     this.call = call;
+    this.#send = send;
     call.onStop((error) => {
       this.#stopped = error;
       const ahead = this.#takeAhead();
@@ -96,10 +125,8 @@ export class Session {
       // out of reach. (Were the process id reused, the server would still refuse it: it checks the secret key.)
       if (this.#active !== undefined && connectionFailure(client) === undefined) {
         // First thing at the stop: the request is one write on a connection opened ahead, else a new one.
-        this.#cancel = sendCancelRequest(
-          { processID: client.processID, secretKey: client.secretKey, ...endpointOf(client) },
-          ahead,
-        );
+        this.#cancel = this.#cancelUntilStopped(this.#active, ahead);
+        if (callSpansWanted()) this.#confirmOnCancelled(this.#active);
       } else {
         ahead?.destroy();
       }
@@ -118,9 +145,10 @@ export class Session {
   }
 
   /** Runs one statement; rejects with the typed error the moment the call stops (the statement is cancelled). */
-  query<R = unknown>(text: string, values?: unknown[]): Promise<R> {
+  query<R = unknown>(text: Statement, values?: unknown[]): Promise<R> {
     if (this.#stopped !== undefined) return Promise.reject(this.#stopped);
-    const running = queryHeld(this.client, text, values);
+    // With the call in OpenTelemetry's context: instrumentation-pg's span, made inside, is the call's.
+    const running = runWithCall(this.call, () => queryHeld<unknown>(this.client, text, values, this.#send));
     this.#active = running;
     this.#openAheadOfStop();
     const settled = running.then(
@@ -158,6 +186,22 @@ export class Session {
         },
       );
     });
+  }
+
+  /**
+   * Tells the call when the server confirms the cancel: the statement's ErrorResponse with 57014, heard on the
+   * connection before the driver settles the query (and before the pg instrumentation ends its span on it).
+   */
+  #confirmOnCancelled(statement: Promise<unknown>): void {
+    // node-postgres's Client keeps its protocol connection, an EventEmitter, as `connection`.
+    const connection = (connectionOf(this.client) as { connection?: Partial<NodeJS.EventEmitter> }).connection;
+    if (typeof connection?.prependListener !== 'function' || typeof connection.off !== 'function') return;
+    const onError = (message: { code?: unknown }) => {
+      if (message?.code === QUERY_CANCELED) this.call.confirmStop('postgres 57014');
+    };
+    connection.prependListener('errorMessage', onError);
+    const off = () => connection.off?.('errorMessage', onError);
+    statement.then(off, off);
   }
 
   /**
@@ -205,6 +249,41 @@ export class Session {
     await this.#lastSettled;
     if (this.#cancel === undefined) return true;
     await this.#cancel;
-    return this.#cancelSpent;
+    // After a resend, one of the cancels may still be on its way to whatever runs next on the connection.
+    return this.#cancelSpent && this.#cancels === 1;
   }
+
+  /**
+   * Cancels `statement`: a CancelRequest (one write on the connection opened ahead, else a new one), then another
+   * each time it still runs RESEND_AFTER_MS after the last was delivered. Resolves once the last is delivered.
+   */
+  async #cancelUntilStopped(statement: Promise<unknown>, ahead: Socket | undefined): Promise<boolean> {
+    const target = { processID: this.client.processID, secretKey: this.client.secretKey, ...endpointOf(this.client) };
+    let delivered = await sendCancelRequest(target, ahead);
+    this.#cancels = 1;
+    while (
+      delivered &&
+      this.#cancels < MAX_CANCELS &&
+      this.#active === statement &&
+      !(await settlesWithin(statement, RESEND_AFTER_MS)) &&
+      connectionFailure(this.client) === undefined
+    ) {
+      this.#cancels++;
+      delivered = await sendCancelRequest(target);
+    }
+    return delivered;
+  }
+}
+
+/** Whether `work` settles (either way) within `ms`. */
+function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(resolve, ms, false);
+  });
+  const settled = work.then(
+    () => true,
+    () => true,
+  );
+  return Promise.race([settled, late]).finally(() => clearTimeout(timer));
 }

@@ -5,12 +5,14 @@
  * Outside a context everything passes straight through.
  */
 import { monotonicNow, OutgoingCall, storage } from '@deadline/core/internal';
+import { checkoutFrom } from './checkout.js';
 import { CheckoutQueue } from './checkout-queue.js';
 import { clientAsPool, isClient, type PgClient } from './client-as-pool.js';
 import { typedError } from './errors.js';
 import { connectionFailure, holdConnection, queryHeld } from './held-connection.js';
 import { type PgDeadlineOptions, type ResolvedPgOptions, resolvePgOptions } from './options.js';
 import { CANNOT_DESTROY, type PgClientLike, Session } from './session.js';
+import { beltMs, CLEANUP } from './statement-belt.js';
 
 /**
  * The parts of a `pg.PoolClient` used.
@@ -283,35 +285,6 @@ async function restore(
   }
 }
 
-/**
- * A connection, waiting no longer than the call may: the pool has no per-checkout timeout. Through the
- * deadline-aware queue when there is one, else `pool.connect()`. A connection that arrives after the stop
- * goes straight back.
- */
-function checkoutFrom(
-  pool: PgPoolLike,
-  queue: CheckoutQueue | undefined,
-  call: OutgoingCall,
-): Promise<PgPoolClientLike> {
-  const connected =
-    queue !== undefined
-      ? queue.checkout(call)
-      : call.race(
-          () => pool.connect(),
-          (late) => late.release(),
-        );
-  return connected.catch((error: unknown) => {
-    call.end(error);
-    throw error;
-  });
-}
-
-/**
- * Statements that put a connection back in order. They run even when no time is left: refusing a ROLLBACK
- * after the deadline would hand a connection back to the pool inside an open transaction.
- */
-const CLEANUP = /^\s*(rollback|abort|reset)\b/i;
-
 /** A connection from `connect()`: each query its own call, under the deadline current when it is made. */
 function checkedOut(client: PgPoolClientLike, resolved: ResolvedPgOptions): DeadlinePoolClient {
   const handBackNow = held(client);
@@ -381,16 +354,6 @@ function checkedOut(client: PgPoolClientLike, resolved: ResolvedPgOptions): Dead
       handBack().catch((error: unknown) => handBackNow(error instanceof Error ? error : true));
     },
   };
-}
-
-/**
- * The server-side belt: the time left plus a little grace. The CancelRequest sent at the deadline is what
- * stops the statement; the belt is for when this process cannot send it (it died, it is stalled), so it must
- * not beat the cancel to it — its error could not say which hop's deadline it was.
- */
-const BELT_GRACE_MS = 50;
-function beltMs(call: OutgoingCall): number {
-  return Math.max(1, Math.ceil((call.timeoutMs as number) - call.elapsedMs())) + BELT_GRACE_MS;
 }
 
 /** A transaction outside any deadline: what the caller would write by hand (with our 'error' listener on). */

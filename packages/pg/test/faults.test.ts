@@ -42,6 +42,8 @@ import {
 } from './support/faults.ts';
 
 const available = await requireService(POSTGRES);
+/** Lets a plain Node process load the packages from their TypeScript sources, as vitest does. */
+const sourceHooks = fileURLToPath(new URL('../../../test/support/source-hooks.mjs', import.meta.url));
 const binaries = await requirePostgresBinaries();
 
 describe.runIf(available)('the server goes away: pg_terminate_backend (shared server)', () => {
@@ -90,9 +92,12 @@ describe.runIf(available)('the server goes away: pg_terminate_backend (shared se
       for (const { idle, states, report } of rounds) {
         expect(idle).toBeGreaterThanOrEqual(1);
         expect(states.length).toBeGreaterThanOrEqual(5);
-        expect(report.inFlight.filter((outcome) => outcome !== 'ok').length).toBeGreaterThanOrEqual(1);
         expectRecovered(load, report);
       }
+      // Calls in flight failed (clearly: see below) in some round. Not in every one: a terminate can land between
+      // the loops' statements, every call in flight then still before its send (CI, Node 22: round 1 all ok).
+      const inFlight = rounds.flatMap(({ report }) => report.inFlight);
+      expect(inFlight.filter((outcome) => outcome !== 'ok').length).toBeGreaterThanOrEqual(1);
       // The idle connections' errors came to the app's pool 'error' handler, as with plain node-postgres.
       expect(poolErrors.length).toBeGreaterThanOrEqual(1);
       expect(poolErrors.filter((error) => !isClear(error)).map(explain)).toEqual([]);
@@ -217,9 +222,10 @@ describe.runIf(available)('the server goes away: pg_terminate_backend (shared se
       const { pool, name } = faultPool(POSTGRES.url, 1);
       pools.push(pool);
       const db = withDeadline(pool, { statementTimeout: false });
-      // The library opens each cancel connection with net.connect(); node-postgres's own use new Socket().
-      const cancels: unknown[] = [];
-      const onSocket = (message: unknown) => cancels.push(message);
+      // Every client socket the process connects: from Node 22 on, node-postgres's own (`new Socket().connect()`)
+      // as well as the library's cancel connections (`net.connect()`, the only ones Node 20 reports).
+      const sockets: unknown[] = [];
+      const onSocket = (message: unknown) => sockets.push((message as { socket: unknown }).socket);
       diagnostics.subscribe('net.client.socket', onSocket);
       const ctx = createContext({ root: true, deadline: 10_000 });
       let victim: pg.PoolClient | undefined;
@@ -240,7 +246,9 @@ describe.runIf(available)('the server goes away: pg_terminate_backend (shared se
         console.log(`stopped as its connection failed: ${explain(error)}`);
         expect(error).toBeInstanceOf(CancelledError);
         expect(explain((error as Error).cause)).toBe('Connection terminated unexpectedly');
-        expect(cancels).toEqual([]);
+        // Any socket but the statement's own connection would have been a cancel connection.
+        const own = (victim as unknown as { connection: { stream: unknown } }).connection.stream;
+        expect(sockets.filter((socket) => socket !== own)).toEqual([]);
       } finally {
         diagnostics.unsubscribe('net.client.socket', onSocket);
         ctx.end();
@@ -256,7 +264,7 @@ describe.runIf(available)('the server goes away: pg_terminate_backend (shared se
     const root = fileURLToPath(new URL('..', import.meta.url));
     const { stdout, stderr } = await promisify(execFile)(
       process.execPath,
-      ['--conditions=@deadline/source', '--import', './test/support/source-hooks.mjs', 'test/fixtures/issue-16.mjs'],
+      ['--conditions=@deadline/source', '--import', sourceHooks, 'test/fixtures/issue-16.mjs'],
       { cwd: root, env: { ...process.env, DATABASE_URL: POSTGRES.url, APP_NAME: name }, timeout: 25_000 },
     );
     console.log(`issue 16 in a child process: ${stdout.trim()}`);

@@ -10,7 +10,8 @@ import {
   DiagnosticsChannel,
   type ExceededMessage,
 } from '@deadline/core';
-import { checkObject } from '@deadline/core/internal';
+import { checkObject, runInSpanOf } from '@deadline/core/internal';
+import { type LogKeys, resolveLogKeys, writeTrace } from './log-keys.js';
 
 /** The logger methods used: pino's, or anything with the same shape. */
 interface CallLogger {
@@ -30,6 +31,8 @@ interface CallLogger {
 export interface LogCallsOptions {
   /** Level of calls that ended `ok` or `cancelled`. Default `'info'`. Deadline and other failures: `'warn'`. */
   level?: 'info' | 'debug' | undefined;
+  /** Names of the trace fields, as in `deadlineMixin` (`OTEL_LOG_KEYS` for OpenTelemetry's). */
+  logKeys?: LogKeys | undefined;
 }
 
 /**
@@ -42,7 +45,10 @@ export interface LogCallsOptions {
  * ```
  */
 export interface CallLogFields {
+  /** The trace id (under the name `logKeys.traceId` says). */
   traceId?: string;
+  /** The span id of the calling hop's request (under the name `logKeys.spanId` says). */
+  spanId?: string;
   hop?: string;
   target: string;
   /** Time left on the request before the call, in ms (absent without a deadline). */
@@ -77,10 +83,11 @@ export function logCalls(logger: CallLogger, options?: LogCallsOptions): () => v
   checkObject('logger', logger, false);
   checkObject('options', options);
   const okLevel = options?.level ?? 'info';
+  const keys = resolveLogKeys(options?.logKeys);
   const onEnd = (message: unknown) => {
     const call = message as CallEndMessage;
     const fields: CallLogFields = {
-      ...contextFields(call.context),
+      ...contextFields(call.context, keys),
       target: call.target,
       outcome: call.outcome,
       elapsedMs: Math.round(call.elapsedMs * 10) / 10,
@@ -89,18 +96,24 @@ export function logCalls(logger: CallLogger, options?: LogCallsOptions): () => v
     if (call.timeoutMs !== undefined) fields.timeoutMs = call.timeoutMs;
     if (call.statusCode !== undefined) fields.statusCode = call.statusCode;
     describeError(fields, call.error);
-    write(logger, call.outcome === 'ok' || call.outcome === 'cancelled' ? okLevel : 'warn', fields);
+    const level = call.outcome === 'ok' || call.outcome === 'cancelled' ? okLevel : 'warn';
+    // The end of a call is heard where its socket's callbacks run, which may be another request's flow.
+    runInSpanOf(call.context?.trace, () => write(logger, level, fields));
   };
   const onExceeded = (message: unknown) => {
     const { context, error } = message as ExceededMessage;
     // Calls cut off are logged when they end; a call refused never started, so this is its only trace.
     if (error.phase !== 'before-call' || error.target === undefined) return;
-    const fields: CallLogFields = { ...contextFields(context), target: error.target, outcome: 'deadline_exceeded' };
+    const fields: CallLogFields = {
+      ...contextFields(context, keys),
+      target: error.target,
+      outcome: 'deadline_exceeded',
+    };
     if (context !== undefined && !context.deadline.isNone) {
       fields.remainingMs = Math.max(0, Math.floor(context.deadline.remainingMs()));
     }
     describeError(fields, error);
-    write(logger, 'warn', fields);
+    runInSpanOf(context?.trace, () => write(logger, 'warn', fields));
   };
   diagnostics.subscribe(DiagnosticsChannel.CallEnd, onEnd);
   diagnostics.subscribe(DiagnosticsChannel.Exceeded, onExceeded);
@@ -110,9 +123,9 @@ export function logCalls(logger: CallLogger, options?: LogCallsOptions): () => v
   };
 }
 
-function contextFields(context: DeadlineContext | undefined): { traceId?: string; hop?: string } {
-  const fields: { traceId?: string; hop?: string } = {};
-  if (context?.trace !== undefined) fields.traceId = context.trace.traceId;
+function contextFields(context: DeadlineContext | undefined, keys: LogKeys): Record<string, unknown> {
+  const fields: Record<string, unknown> = {};
+  if (context?.trace !== undefined) writeTrace(fields, context.trace, keys);
   if (context?.hop !== undefined) fields.hop = context.hop;
   return fields;
 }

@@ -5,4 +5,5 @@
  */
 
 export { type CallLogFields, type LogCallsOptions, logCalls } from './call-log.js';
+export { type LogKeys, OTEL_LOG_KEYS } from './log-keys.js';
 export { type DeadlineLogFields, type DeadlineMixinOptions, deadlineMixin } from './mixin.js';

@@ -4,18 +4,22 @@
  */
 import { currentContext } from '@deadline/core';
 import { checkFunction, checkObject } from '@deadline/core/internal';
+import { type LogKeys, resolveLogKeys, writeTrace } from './log-keys.js';
 
 /**
  * The fields the mixin adds.
  *
  * @example
  * ```ts
- * // {"level":30,"traceId":"4bf9…","hop":"orders","budgetMs":800,"remainingMs":612,"msg":"loading order"}
+ * // {"level":30,"traceId":"4bf9…","spanId":"00f0…","hop":"orders","budgetMs":800,"remainingMs":612,"msg":"loading order"}
  * const fields: DeadlineLogFields = { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', hop: 'orders', budgetMs: 800, remainingMs: 612 };
  * ```
  */
 export interface DeadlineLogFields {
+  /** The trace id (under the name `logKeys.traceId` says). */
   traceId?: string;
+  /** This hop's span id: the OpenTelemetry server span's when OpenTelemetry made it (name: `logKeys.spanId`). */
+  spanId?: string;
   hop?: string;
   /** The context's budget, in whole ms (absent without a deadline). */
   budgetMs?: number;
@@ -39,6 +43,11 @@ type Mixin = (mergeObject: object, level: number, logger: unknown) => object;
 export interface DeadlineMixinOptions {
   /** Your own mixin; its fields are merged over ours. */
   mixin?: Mixin | undefined;
+  /**
+   * Names of the trace fields. Default `{ traceId: 'traceId', spanId: 'spanId' }`; `OTEL_LOG_KEYS` writes
+   * OpenTelemetry's `trace_id`, `span_id` and `trace_flags`.
+   */
+  logKeys?: LogKeys | undefined;
 }
 
 /**
@@ -58,20 +67,21 @@ export interface DeadlineMixinOptions {
 export function deadlineMixin(options?: DeadlineMixinOptions): Mixin {
   checkObject('options', options);
   const user = checkFunction<Mixin>('mixin', options?.mixin);
+  const keys = resolveLogKeys(options?.logKeys);
   return function deadlineFields(mergeObject: object, level: number, logger: unknown): object {
     // pino merges the line's own fields into the object a mixin returns: it must be a fresh one every time.
-    const own = fieldsOfCurrentContext();
+    const own = fieldsOfCurrentContext(keys);
     if (user === undefined) return own ?? {};
     const theirs = user(mergeObject, level, logger);
     return own === undefined ? theirs : { ...own, ...theirs };
   };
 }
 
-function fieldsOfCurrentContext(): DeadlineLogFields | undefined {
+function fieldsOfCurrentContext(keys: LogKeys): DeadlineLogFields | undefined {
   const context = currentContext();
   if (context === undefined) return undefined;
   const fields: DeadlineLogFields & Record<string, unknown> = { ...context.bindings };
-  if (context.trace !== undefined) fields.traceId = context.trace.traceId;
+  if (context.trace !== undefined) writeTrace(fields, context.trace, keys);
   if (context.hop !== undefined) fields.hop = context.hop;
   const deadline = context.deadline;
   if (!deadline.isNone) {

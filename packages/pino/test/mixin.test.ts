@@ -1,7 +1,7 @@
 import { runWithContext, traceFrom, withoutCancel } from '@deadline/core';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { deadlineMixin } from '../src/index.ts';
+import { deadlineMixin, OTEL_LOG_KEYS } from '../src/index.ts';
 
 type LogLine = Record<string, unknown>;
 
@@ -57,7 +57,29 @@ describe('deadlineMixin', () => {
     expect(lines[1]).toMatchObject({ region: 'eu-1', hop: 'custom', budgetMs: 500 });
   });
 
+  it('writes the span id beside the trace id; logKeys renames them, OTEL_LOG_KEYS as OpenTelemetry names them', () => {
+    const trace = traceFrom('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
+    const ours = logger(deadlineMixin());
+    runWithContext({ deadline: 800, trace }, () => ours.log.info('ours'));
+    expect(ours.lines[0]).toMatchObject({ traceId: trace.traceId, spanId: trace.spanId });
+    expect(ours.lines[0]).not.toHaveProperty('trace_flags');
+
+    const otel = logger(deadlineMixin({ logKeys: OTEL_LOG_KEYS }));
+    runWithContext({ deadline: 800, trace }, () => otel.log.info('otel'));
+    expect(otel.lines[0]).toMatchObject({ trace_id: trace.traceId, span_id: trace.spanId, trace_flags: '01' });
+    expect(otel.lines[0]).not.toHaveProperty('traceId');
+
+    // Only the parts that have a name are written.
+    const only = logger(deadlineMixin({ logKeys: { traceId: 'trace' } }));
+    runWithContext({ deadline: 800, trace }, () => only.log.info('only'));
+    expect(only.lines[0]).toMatchObject({ trace: trace.traceId });
+    expect(only.lines[0]).not.toHaveProperty('spanId');
+  });
+
   it('checks its options', () => {
     expect(() => deadlineMixin({ mixin: 'x' as never })).toThrow(/mixin must be a function/);
+    expect(() => deadlineMixin({ logKeys: 'otel' as never })).toThrow(/logKeys must be an object/);
+    expect(() => deadlineMixin({ logKeys: { spanId: '' } })).toThrow(/logKeys.spanId must be a non-empty string/);
+    expect(() => deadlineMixin({ logKeys: { traceId: 42 as never } })).toThrow(/logKeys.traceId/);
   });
 });

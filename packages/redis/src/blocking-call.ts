@@ -73,8 +73,9 @@ export function boundedBlocking(
       clearTimeout(timer);
       stopped();
       settle();
-      if (sent !== undefined && releaser !== undefined) releasing = releaser.release(sent);
-      else if (sent === undefined) turn?.end();
+      if (sent !== undefined && releaser !== undefined) {
+        releasing = releaser.release(sent, () => call.confirmStop('CLIENT UNBLOCK'));
+      } else if (sent === undefined) turn?.end();
     };
     call.onStop((error) => {
       if (answered) return;

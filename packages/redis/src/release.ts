@@ -132,9 +132,10 @@ export class Releaser {
    * server had not read it yet, or the connection dropped and ioredis is to re-send it), when the side
    * connection dropped with the UNBLOCK in flight (after it reconnects), and when the connection dropped after
    * the release (the re-sent command blocks anew, on the new connection, under its new id). Resolves once the
-   * command has replied and no UNBLOCK sent for it is still unanswered; never rejects.
+   * command has replied and no UNBLOCK sent for it is still unanswered; never rejects. `onReleased` is told
+   * each time the server answers that it released the command.
    */
-  async release(sent: Sent): Promise<void> {
+  async release(sent: Sent, onReleased?: () => void): Promise<void> {
     let pauseMs = 0;
     while (!sent.done) {
       const id = await this.#currentId(sent);
@@ -155,6 +156,7 @@ export class Releaser {
       }
       if (released === 1) {
         // Its reply is on the way, unless the connection drops first and ioredis sends it again.
+        onReleased?.();
         pauseMs = 0;
         await firstOf(this.#connection, ['close'], sent.settled);
         continue;

@@ -16,7 +16,7 @@
  * - No `keyPrefix`: the keys it puts back come from replies, already prefixed.
  * - A name of its own (the client's, plus `:release`), so an operator can tell it apart in `CLIENT LIST`.
  */
-import { storage } from '@deadline/core/internal';
+import { outsideContext } from '@deadline/core/internal';
 import type { ConnectionLike } from './types.js';
 
 const noop = () => {};
@@ -27,9 +27,11 @@ const reconnectAfter = (attempt: number) => Math.min(attempt * 50, 2_000);
 /** Opens the side connection of `connection`. @internal */
 export function openSideConnection(connection: ConnectionLike): ConnectionLike {
   const name = (connection as { options?: { connectionName?: unknown } }).options?.connectionName;
-  // Outside the request's context: a long-lived connection must not keep one request's context alive.
-  const side = storage.exit(() =>
-    connection.duplicate({
+  // Outside the request's context: a long-lived connection must not keep one request's context alive. The
+  // connect too: with `lazyConnect` the socket is made by `connect()`, and its events (every reply, every
+  // reconnect) run in the context it was made in.
+  return outsideContext(() => {
+    const side = connection.duplicate({
       keyPrefix: '',
       lazyConnect: true,
       enableOfflineQueue: false,
@@ -37,10 +39,10 @@ export function openSideConnection(connection: ConnectionLike): ConnectionLike {
       maxRetriesPerRequest: 0,
       retryStrategy: reconnectAfter,
       connectionName: typeof name === 'string' && name !== '' ? `${name}:release` : 'deadline:release',
-    }),
-  );
-  side.on('error', noop);
-  side.on('connect', () => (side as unknown as { stream?: { unref?: () => void } }).stream?.unref?.());
-  side.connect().catch(noop);
-  return side;
+    });
+    side.on('error', noop);
+    side.on('connect', () => (side as unknown as { stream?: { unref?: () => void } }).stream?.unref?.());
+    side.connect().catch(noop);
+    return side;
+  });
 }

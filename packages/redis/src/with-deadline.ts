@@ -8,7 +8,7 @@
  * their turn on the connection like the others (lane.ts), so that no UNBLOCK reaches one it was not sent for.
  */
 import type { CancelledError, DeadlineExceededError } from '@deadline/core';
-import { OutgoingCall, storage } from '@deadline/core/internal';
+import { OutgoingCall, runWithCall, storage } from '@deadline/core/internal';
 import { isBlocking } from './blocking.js';
 import { blockingInTurn, boundedBlocking } from './blocking-call.js';
 import { type RedisDeadlineOptions, type ResolvedRedisOptions, resolveRedisOptions } from './options.js';
@@ -96,7 +96,9 @@ function runCommand(
     // No time left (or the circuit is open): nothing is written; rejected like any command, not thrown.
     return Promise.reject(error);
   }
-  if (blocking) return boundedBlocking(redis, command, args, send, call);
+  // With the call in OpenTelemetry's context: instrumentation-ioredis's span, made inside, is the call's.
+  const sendInCall = (a: unknown[]) => runWithCall(call, () => send(a));
+  if (blocking) return boundedBlocking(redis, command, args, sendInCall, call);
   return new Promise((resolve, reject) => {
     let settled = false;
     call.onStop((error: Stop) => {
@@ -108,7 +110,7 @@ function runCommand(
     const start = async () => {
       if (mustWaitForReady(redis, call)) await untilReady(redis, call);
       if (settled) return;
-      send(args).then(
+      sendInCall(args).then(
         (value) => {
           if (settled) return;
           settled = true;

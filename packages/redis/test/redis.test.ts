@@ -12,12 +12,14 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REDIS, requireService } from '../../../test/support/services.ts';
 import { withDeadline } from '../src/index.ts';
+import { canRunRedisServer, type PrivateRedis, startRedisServer } from './redis-server.ts';
 
 const available = await requireService(REDIS);
+const privateServer = await canRunRedisServer();
 
 const clients: Redis[] = [];
-function client(): Redis {
-  const redis = new Redis(REDIS.url, { maxRetriesPerRequest: 1 });
+function client(url = REDIS.url): Redis {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1 });
   clients.push(redis);
   return redis;
 }
@@ -47,8 +49,7 @@ describe.runIf(available)('@deadline/redis (Redis)', () => {
   beforeAll(() => {
     admin = client();
   });
-  afterAll(async () => {
-    await admin.client('UNPAUSE').catch(() => {});
+  afterAll(() => {
     for (const redis of clients) redis.disconnect();
   });
 
@@ -71,45 +72,6 @@ describe.runIf(available)('@deadline/redis (Redis)', () => {
     const pipelined = await ctx.run(() => redis.pipeline().set(k, 'x').exec()).catch((e: unknown) => e);
     expect(pipelined).toMatchObject({ phase: 'before-call' });
     expect(await admin.exists(k)).toBe(0);
-  });
-
-  it('CLIENT PAUSE, then GET under 200 ms: rejects near 200 ms; the next replies still match their commands', async () => {
-    const raw = client();
-    const redis = withDeadline(raw);
-    const [a, b] = [key(), key()];
-    await redis.set(a, 'A');
-    await redis.set(b, 'B');
-    await admin.client('PAUSE', 2_000);
-    try {
-      const started = performance.now();
-      const error = await runWithDeadline(200, () => redis.get(a)).catch((e: unknown) => e);
-      const elapsed = performance.now() - started;
-      expect(error).toBeInstanceOf(DeadlineExceededError);
-      expect(error).toMatchObject({ phase: 'during-call', target: 'redis GET' });
-      expect(elapsed).toBeGreaterThanOrEqual(195);
-      expect(elapsed).toBeLessThan(1_000);
-      const next = redis.get(b);
-      await admin.client('UNPAUSE');
-      // The abandoned GET's reply comes first and is matched to it; ours is ours.
-      expect(await next).toBe('B');
-      expect(await runWithDeadline(1_000, () => redis.get(a))).toBe('A');
-    } finally {
-      await admin.client('UNPAUSE');
-    }
-  });
-
-  it('a pipeline is bounded as a whole', async () => {
-    const redis = withDeadline(client());
-    const k = key();
-    await admin.client('PAUSE', 2_000);
-    try {
-      const error = await runWithDeadline(150, () => redis.pipeline().set(k, '1').get(k).exec()).catch(
-        (e: unknown) => e,
-      );
-      expect(error).toBeInstanceOf(DeadlineExceededError);
-    } finally {
-      await admin.client('UNPAUSE');
-    }
   });
 
   it('BLPOP empty 0 under 300 ms: returns near 300 ms, nobody left blocked, a later element stays in the list', async () => {
@@ -235,5 +197,56 @@ describe.runIf(available)('@deadline/redis (Redis)', () => {
     const elapsed = performance.now() - started;
     expect(error).toBeInstanceOf(DeadlineExceededError);
     expect(elapsed).toBeLessThan(1_500);
+  });
+});
+
+// CLIENT PAUSE stops every client of the server: on a private one, so that no other test file running at the same
+// time (on the shared server) is paused with it.
+describe.runIf(available && privateServer)('@deadline/redis: a paused server (a private redis-server)', () => {
+  let server: PrivateRedis;
+  beforeAll(async () => {
+    server = await startRedisServer();
+  });
+  afterAll(async () => {
+    for (const redis of clients) redis.disconnect();
+    await server?.stop();
+  });
+
+  it('CLIENT PAUSE, then GET under 200 ms: rejects near 200 ms; the next replies still match their commands', async () => {
+    const redis = withDeadline(client(server.url));
+    const [a, b] = [key(), key()];
+    await redis.set(a, 'A');
+    await redis.set(b, 'B');
+    await server.admin.client('PAUSE', 2_000);
+    try {
+      const started = performance.now();
+      const error = await runWithDeadline(200, () => redis.get(a)).catch((e: unknown) => e);
+      const elapsed = performance.now() - started;
+      expect(error).toBeInstanceOf(DeadlineExceededError);
+      expect(error).toMatchObject({ phase: 'during-call', target: 'redis GET' });
+      expect(elapsed).toBeGreaterThanOrEqual(195);
+      expect(elapsed).toBeLessThan(1_000);
+      const next = redis.get(b);
+      await server.admin.client('UNPAUSE');
+      // The abandoned GET's reply comes first and is matched to it; ours is ours.
+      expect(await next).toBe('B');
+      expect(await runWithDeadline(1_000, () => redis.get(a))).toBe('A');
+    } finally {
+      await server.admin.client('UNPAUSE');
+    }
+  });
+
+  it('a pipeline is bounded as a whole', async () => {
+    const redis = withDeadline(client(server.url));
+    const k = key();
+    await server.admin.client('PAUSE', 2_000);
+    try {
+      const error = await runWithDeadline(150, () => redis.pipeline().set(k, '1').get(k).exec()).catch(
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(DeadlineExceededError);
+    } finally {
+      await server.admin.client('UNPAUSE');
+    }
   });
 });

@@ -9,6 +9,7 @@ import {
   currentContext,
   type DeadlineContext,
   DeadlineExceededError,
+  IdempotencyKeys,
   InvalidArgumentError,
   isDeadlineExceededError,
 } from '@deadline/core';
@@ -69,6 +70,16 @@ export interface RetryOptions {
    * reached the server (connection refused, not sent for lack of time) are retried. Default true.
    */
   idempotent?: boolean | undefined;
+  /**
+   * Makes a non-idempotent call safe to resend with an `Idempotency-Key` the downstream deduplicates on. Every
+   * attempt runs from the same position of the keys (core's `IdempotencyKeys`), so the http adapter gives each
+   * attempt's POST and PATCH calls the same keys, and a failed attempt is retried as if `idempotent` were true.
+   * A string: the key of the first such call (later ones are derived from it), for work outside an idempotent
+   * request. `true`: the keys of the idempotent request this runs in (`@deadline/idempotency`); outside one,
+   * nothing is keyed and `idempotent` decides alone. Default: attempts inside an idempotent request still send
+   * the same keys, but only `idempotent` decides what is resent.
+   */
+  idempotencyKey?: string | boolean | undefined;
   /** Shared per downstream: when it has no retry left, the original error is thrown instead of retrying. */
   retryBudget?: RetryBudget | undefined;
   /** Decides which errors are retried. Default: refused/reset/socket errors, 502/503/504, an attempt's timeout. */
@@ -112,6 +123,9 @@ export async function retry<T>(
   checkFunction('fn', fn, false);
   const o = resolve(options);
   const parent = currentContext();
+  // One position in the keys for all the attempts: each restarts from it, and so sends the same keys.
+  const keys = o.explicitKeys ?? parent?.idempotencyKeys?.branch();
+  const resendable = o.idempotent || (o.keyed && keys !== undefined);
   o.retryBudget?.recordRequest();
   let lastError: unknown;
   for (let attempt = 1; ; attempt++) {
@@ -122,7 +136,7 @@ export async function retry<T>(
     if (attempt > 1 && left < o.minAttemptMs) throw budgetRanOut(attempt - 1, lastError, left, o.target);
     let result: T;
     try {
-      result = await runAttempt(fn, attempt, left, o);
+      result = await runAttempt(fn, attempt, left, o, keys?.restart());
     } catch (error) {
       lastError = error;
       // The request's own deadline (or its cancel) ends the retrying: nobody waits for another attempt.
@@ -130,13 +144,13 @@ export async function retry<T>(
       if (stopped !== undefined) throw isDeadlineExceededError(error) || error === stopped ? error : stopped;
       if (o.signal?.aborted) throw error;
       if (attempt >= o.attempts || !o.isRetryable(error)) throw error;
-      if (!o.idempotent && !neverSent(error)) throw error;
+      if (!resendable && !neverSent(error)) throw error;
       if (o.retryBudget !== undefined && !o.retryBudget.tryRetry()) throw error;
       await wait(attempt, error, parent, o);
       continue;
     }
     // A 503 answer to a call that is not idempotent may have done its work: never sent again.
-    if (attempt < o.attempts && o.idempotent && o.isRetryableResult(result)) {
+    if (attempt < o.attempts && resendable && o.isRetryableResult(result)) {
       if (o.retryBudget !== undefined && !o.retryBudget.tryRetry()) return result;
       lastError = result;
       const delay = delayFor(attempt, result, o);
@@ -161,6 +175,10 @@ interface Resolved {
   maxRetryAfterMs: number;
   signal: AbortSignal | undefined;
   idempotent: boolean;
+  /** `idempotencyKey` was given (true or a key): keyed attempts may be resent. */
+  keyed: boolean;
+  /** The keys of an explicit `idempotencyKey`. */
+  explicitKeys: IdempotencyKeys | undefined;
   retryBudget: RetryBudget | undefined;
   isRetryable: (error: unknown) => boolean;
   isRetryableResult: (result: unknown) => boolean;
@@ -184,6 +202,7 @@ function resolve(options: RetryOptions): Resolved {
     maxRetryAfterMs: checkNumber('maxRetryAfterMs', options.maxRetryAfterMs) ?? 10_000,
     signal,
     idempotent: options.idempotent ?? true,
+    ...keyOptions(options.idempotencyKey),
     retryBudget: options.retryBudget,
     isRetryable: checkFunction('isRetryable', options.isRetryable) ?? isRetryableError,
     isRetryableResult: checkFunction('isRetryableResult', options.isRetryableResult) ?? defaultRetryableResult,
@@ -191,6 +210,13 @@ function resolve(options: RetryOptions): Resolved {
     target: checkName('target', options.target),
     random: checkFunction('random', options.random) ?? Math.random,
   };
+}
+
+function keyOptions(value: unknown): { keyed: boolean; explicitKeys: IdempotencyKeys | undefined } {
+  if (value === undefined || value === false) return { keyed: false, explicitKeys: undefined };
+  if (value === true) return { keyed: true, explicitKeys: undefined };
+  if (typeof value === 'string') return { keyed: true, explicitKeys: IdempotencyKeys.fromKey(value) };
+  throw new InvalidArgumentError('idempotencyKey', 'a key (string) or a boolean', value);
 }
 
 /**
@@ -204,9 +230,10 @@ function runAttempt<T>(
   attempt: number,
   left: number,
   o: Resolved,
+  idempotencyKeys: IdempotencyKeys | undefined,
 ): Promise<T> {
   const cap = Math.min(left, o.perAttemptTimeoutMs ?? Number.POSITIVE_INFINITY);
-  const ctx = createContext({ deadline: Number.isFinite(cap) ? cap : undefined });
+  const ctx = createContext({ deadline: Number.isFinite(cap) ? cap : undefined, idempotencyKeys });
   return new Promise<T>((resolve, reject) => {
     let off = () => {};
     const fail = (error: unknown) => {

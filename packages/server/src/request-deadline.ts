@@ -21,10 +21,19 @@ import {
   type TraceContext,
   traceFrom,
 } from '@deadline/core';
-import { monotonicNow, type OutlivedReporter, Scope } from '@deadline/core/internal';
+import {
+  activeRequestSpan,
+  monotonicNow,
+  type OtelSpan,
+  type OutlivedReporter,
+  Scope,
+  spanOfTrace,
+  traceOfSpan,
+} from '@deadline/core/internal';
 import type { RequestBudget } from './budget.js';
 import { hasRequestEndSubscribers, publishRequestEnd } from './diagnostics.js';
 import type { LineLogger, ResolvedLimits, ResolvedOptions } from './options.js';
+import { annotateArrival, annotateEnd, annotateStop } from './span-attributes.js';
 
 /**
  * How a request ended, for its log line: in time (`ok`), out of time (`deadline_exceeded`), its client left or
@@ -47,6 +56,8 @@ export type RequestOutcome = 'ok' | 'deadline_exceeded' | 'cancelled' | 'error';
  */
 export interface RequestLine {
   traceId: string;
+  /** This hop's span id: the OpenTelemetry server span's when OpenTelemetry made one. */
+  spanId: string;
   hop: string;
   method: string;
   /** The request path, without the query string (which may carry secrets). */
@@ -128,6 +139,8 @@ export class RequestState implements RequestDeadline, OutlivedReporter {
   #root: Scope;
   /** The logger the end-of-request line went to: calls that outlive the request are logged there too. */
   #logger: LineLogger | undefined;
+  /** The request's OpenTelemetry server span, when OpenTelemetry made one: the deadline is written on it. */
+  readonly #span: OtelSpan | undefined;
 
   constructor(
     req: IncomingMessage,
@@ -150,6 +163,8 @@ export class RequestState implements RequestDeadline, OutlivedReporter {
     this.#root = Scope.root(Deadline.at(arrivedAt + budget.budgetMs, arrivedAt), trace, options.hop);
     this.context = this.#root;
     this.#unsubscribe = this.context.onStop((reason) => this.#stopped(reason));
+    this.#span = spanOfTrace(trace);
+    if (this.#span !== undefined) annotateArrival(this.#span, options.hop, budget);
   }
 
   get deadline(): Deadline {
@@ -233,6 +248,7 @@ export class RequestState implements RequestDeadline, OutlivedReporter {
 
   #answer(error: DeadlineExceededError | CancelledError): void {
     if (this.answeredWith !== undefined) return;
+    if (this.#span !== undefined) annotateStop(this.#span, error, monotonicNow() - this.arrivedAt);
     const res = this.res;
     // A response already streaming cannot be answered: the host cuts it.
     const streaming = res?.headersSent === true && !res.writableEnded;
@@ -255,6 +271,7 @@ export class RequestState implements RequestDeadline, OutlivedReporter {
       'warn',
       {
         traceId: this.#root.trace?.traceId,
+        spanId: this.#root.trace?.spanId,
         hop: this.options.hop,
         path: pathOf((req as { originalUrl?: string } | undefined)?.originalUrl ?? req?.url),
         budgetMs: Math.round(this.budget.budgetMs),
@@ -312,9 +329,11 @@ export class RequestState implements RequestDeadline, OutlivedReporter {
     const disconnected = !res.writableFinished && this.outcome === undefined;
     if (disconnected) {
       this.outcome = 'cancelled';
-      this.#root.cancel(
-        new CancelledError('the client closed the connection before the response', { reason: 'client-disconnected' }),
-      );
+      const error = new CancelledError('the client closed the connection before the response', {
+        reason: 'client-disconnected',
+      });
+      if (this.#span !== undefined) annotateStop(this.#span, error, monotonicNow() - this.arrivedAt);
+      this.#root.cancel(error);
     }
     // Logged as 499 when the client left first, as nginx and grpc-gateway do.
     const statusCode = this.answeredWith ?? (disconnected ? 499 : res.statusCode);
@@ -328,6 +347,7 @@ export class RequestState implements RequestDeadline, OutlivedReporter {
         this.outcome = statusCode === 499 ? 'cancelled' : statusCode >= 500 ? 'error' : 'ok';
       }
     }
+    if (this.#span !== undefined) annotateEnd(this.#span, this.outcome as RequestOutcome, this.exceededBy, this.budget);
     this.#end(res);
     this.#writeLine(statusCode);
     this.req = undefined;
@@ -361,6 +381,7 @@ export class RequestState implements RequestDeadline, OutlivedReporter {
       'warn',
       {
         traceId: this.#root.trace?.traceId,
+        spanId: this.#root.trace?.spanId,
         hop: this.options.hop,
         target: message.target,
         outlivedMs,
@@ -384,6 +405,7 @@ export class RequestState implements RequestDeadline, OutlivedReporter {
     const req = this.req as IncomingMessage;
     const line: RequestLine = {
       traceId: this.#root.trace?.traceId as string,
+      spanId: this.#root.trace?.spanId as string,
       hop: this.options.hop,
       method: req.method ?? 'GET',
       // express rewrites req.url inside mounted routers; originalUrl keeps what the client asked for.
@@ -455,8 +477,14 @@ function pathOf(url: string | undefined): string {
   return query === -1 ? url : url.slice(0, query);
 }
 
-/** The request's trace: the caller's, continued, or a new one. @internal */
+/**
+ * The request's trace: the server span OpenTelemetry started for it, when it did (its instrumentation has
+ * already continued the caller's trace); else the caller's, continued, or a new one.
+ * @internal
+ */
 export function requestTrace(headers: IncomingHttpHeaders): TraceContext {
+  const span = activeRequestSpan();
+  if (span !== undefined) return traceOfSpan(span, headers.traceparent);
   return traceFrom(headers.traceparent, headers.tracestate);
 }
 
@@ -466,8 +494,10 @@ export function requestTrace(headers: IncomingHttpHeaders): TraceContext {
  * @internal
  */
 export function finishOnClose(res: ServerResponse, state: RequestState): void {
-  // `close` comes once per response; `on` spares the wrapper `once` would allocate per request.
-  res.on('close', () => state.finish());
+  // `close` comes once per response; `on` spares the wrapper `once` would allocate per request. First, before
+  // the listeners: OpenTelemetry's http instrumentation ends the server span on `close`, and the request's
+  // outcome must be on it by then (express runs finish() before the listeners too, see prototypes.ts).
+  res.prependListener('close', () => state.finish());
 }
 
 /**

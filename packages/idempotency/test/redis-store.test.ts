@@ -1,0 +1,3 @@
+import { storeConformance } from './store-conformance.js';
+
+await storeConformance('redis');

@@ -1,0 +1,49 @@
+/**
+ * Sequelize's `mariadb` dialect (the `mariadb` connector, the app's module as `dialectModule`), with the connector
+ * instrumented: the ORM checks.
+ */
+import mariadb from 'mariadb';
+import { QueryTypes, Sequelize } from 'sequelize';
+import { describe } from 'vitest';
+import { MARIADB, requireService } from '../../../../test/support/services.ts';
+import { serverParts } from '../support.ts';
+import { ormChecks, POOL_MAX, TABLE } from './harness.ts';
+
+const ok = await requireService(MARIADB);
+
+describe.runIf(ok)('Sequelize (dialect mariadb) with instrumentMariadb, on MariaDB', () => {
+  ormChecks(
+    'Sequelize (mariadb)',
+    async () => {
+      const { host, port, user, password, database } = serverParts();
+      const sequelize = new Sequelize(database, user, password, {
+        host,
+        port,
+        dialect: 'mariadb',
+        dialectModule: mariadb,
+        logging: false,
+        pool: { min: 0, max: POOL_MAX },
+      });
+      return {
+        sleep: (seconds, mark) =>
+          sequelize.query(`SELECT SLEEP(:seconds) /* ${mark} */`, {
+            replacements: { seconds },
+            type: QueryTypes.SELECT,
+          }),
+        insertThenSleep: (tag, seconds) =>
+          sequelize.transaction(async (transaction) => {
+            await sequelize.query(`INSERT INTO ${TABLE} VALUES (:tag)`, { replacements: { tag }, transaction });
+            await sequelize.query('SELECT SLEEP(:seconds)', { replacements: { seconds }, transaction });
+          }),
+        connectionId: async () => {
+          const rows = await sequelize.query<{ id: number }>('SELECT CONNECTION_ID() AS id', {
+            type: QueryTypes.SELECT,
+          });
+          return Number(rows[0]?.id);
+        },
+        close: () => sequelize.close(),
+      };
+    },
+    { mariadb },
+  );
+});
