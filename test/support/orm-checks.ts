@@ -4,7 +4,7 @@
  * says how the ORM runs a raw statement and a transaction; each database's harness, how the server is watched.
  */
 import type { AddressInfo } from 'node:net';
-import { isDeadlineExceededError, runWithDeadline } from '@deadline/core';
+import { DeadlineExceededError, findDeadlineError, isDeadlineExceededError, runWithDeadline } from '@deadline/core';
 import fastifyDeadline from '@deadline/fastify';
 import Fastify from 'fastify';
 import { request } from 'undici';
@@ -31,6 +31,11 @@ export interface Server {
   startedRunning(mark: string): Promise<void>;
   /** Waits until no statement with `mark` in its text runs; resolves when (performance.now()). */
   goneAt(mark: string): Promise<number>;
+  /**
+   * {@link goneAt}, and when the last look that still saw it running was sent (it ran at least until then), where
+   * the harness knows: on a server that stalls, the look's answer and so `goneAt` are held up with it.
+   */
+  goneSpan?(mark: string): Promise<{ seenRunningAt: number | undefined; goneAt: number }>;
   /** How many statements with `prefix` in their text the server is still busy with (running, or in a transaction). */
   busyWith(prefix: string): Promise<number>;
   /** Rows of {@link TABLE} with `tag`. */
@@ -131,16 +136,25 @@ export function ormChecks(name: string, server: () => Promise<Server>, open: () 
         expect(isDeadlineExceededError(settled.error), String(settled.error)).toBe(true);
         continue;
       }
-      const goneAt = await db.goneAt(mark);
+      const { seenRunningAt, goneAt } = db.goneSpan
+        ? await db.goneSpan(mark)
+        : { seenRunningAt: undefined, goneAt: await db.goneAt(mark) };
       const deadlineAt = start + 300;
       error = settled.error;
       const stall = db.stalledBetween?.(deadlineAt, goneAt) ?? 0;
+      const lastSeen =
+        seenRunningAt === undefined
+          ? 'never seen running after the cut'
+          : `last seen running ${(seenRunningAt - deadlineAt).toFixed(1)} ms`;
       // Every figure of the run with each check: a CI excerpt shows the failed assertion, not the console.
-      const report = `run ${run}: ${String(error)}; answered ${(settled.at - deadlineAt).toFixed(1)} ms, gone from the server ${(goneAt - deadlineAt).toFixed(1)} ms from the deadline; the server kept its probe waiting up to ${stall.toFixed(0)} ms`;
+      const report = `run ${run}: ${String(error)}; answered ${(settled.at - deadlineAt).toFixed(1)} ms, gone from the server ${(goneAt - deadlineAt).toFixed(1)} ms from the deadline (${lastSeen}); the server kept its probe waiting up to ${stall.toFixed(0)} ms`;
       expect(isDeadlineExceededError(error), report).toBe(true);
       expect(settled.at - deadlineAt, report).toBeGreaterThanOrEqual(-5);
       expect(settled.at - deadlineAt, report).toBeLessThan(500);
-      expect(goneAt - deadlineAt, report).toBeLessThan(500 + (stall > SERVER_STALL_MS ? stall : 0));
+      // Where the server stalls, a look held up in the stall is no proof the statement ran on: what fails the check
+      // is a look sent after the bound that still saw it running.
+      const ranUntil = stall > SERVER_STALL_MS ? Math.min(goneAt, seenRunningAt ?? goneAt) : goneAt;
+      expect(ranUntil - deadlineAt, report).toBeLessThan(500 + (stall > SERVER_STALL_MS ? stall : 0));
       answered.push(settled.at - deadlineAt);
       gone.push(goneAt - deadlineAt);
     }
@@ -203,8 +217,19 @@ export function ormChecks(name: string, server: () => Promise<Server>, open: () 
     while (busy > 0 && performance.now() < by) busy = await db.busyWith(prefix);
     expect(busy).toBe(0);
     // Every connection of the pool answers, in a request and outside one.
+    let misfired = 0;
     for (let i = 0; i < POOL_MAX * 2; i++) {
-      await runWithDeadline(5_000, () => orm.sleep(0, ormMarker()));
+      const inRequest = await settle(() => runWithDeadline(5_000, () => orm.sleep(0, ormMarker())));
+      if (inRequest.error !== undefined) {
+        // MariaDB, once in CI (Drizzle, Node 24): `SELECT SLEEP(0)` under a 3.9 s statement limit failed with
+        // "max_statement_time exceeded" 1.2 s into its 5 s budget, after the server had stalled: the limit had not
+        // run out; the suspect is the late timer of an earlier, cut statement on that connection, firing into the
+        // next one. Counted, and the connection asked again: it must answer.
+        expect(db.sleepAnswersWhenInterrupted && misfired === 0 && statementTimerMisfired(inRequest.error)).toBe(true);
+        misfired++;
+        console.log(`${name}: the server's statement timer misfired once: ${String(inRequest.error)}`);
+        await runWithDeadline(5_000, () => orm.sleep(0, ormMarker()));
+      }
       await orm.sleep(0, ormMarker());
     }
     expect(await db.busyWith(prefix)).toBe(0);
@@ -241,4 +266,16 @@ export function ormChecks(name: string, server: () => Promise<Server>, open: () 
       await app.close();
     }
   });
+}
+
+/**
+ * Whether `error` is MariaDB's statement time limit firing (errno 1969) long before the limit could have run out:
+ * a deadline error of ours whose call had used less than half of its timeout.
+ */
+function statementTimerMisfired(error: unknown): boolean {
+  let cause: unknown = error;
+  while (cause instanceof Error && (cause as { errno?: number }).errno !== 1969) cause = cause.cause;
+  const typed = findDeadlineError(error);
+  if (!(cause instanceof Error) || !(typed instanceof DeadlineExceededError)) return false;
+  return typed.elapsedMs !== undefined && typed.budgetMs !== undefined && typed.elapsedMs < typed.budgetMs / 2;
 }

@@ -87,17 +87,19 @@ export async function measureFetchOverhead(
   progress: (line: string) => void,
 ): Promise<FetchOverheadRow[]> {
   const bare = FETCH_VARIANTS['fetch, bare Agent']();
+  const dispatcher = FETCH_VARIANTS['fetch + DeadlineDispatcher']();
   const intercepted = FETCH_VARIANTS['fetch + deadlineInterceptor']();
   // The floor: an interceptor that does nothing (see fetch-variants.ts).
   const composed = FETCH_VARIANTS['fetch + an interceptor that does nothing']();
   const variants: Variant[] = [
     { name: 'fetch, bare Agent (in a deadline context)', baseline: '', dispatcher: bare, inContext: true },
+    { name: 'fetch + DeadlineDispatcher', baseline: '', dispatcher, inContext: true },
     { name: 'fetch + deadlineInterceptor', baseline: '', dispatcher: intercepted, inContext: true },
     { name: 'fetch + an interceptor that does nothing', baseline: '', dispatcher: composed, inContext: true },
     { name: 'fetch, bare Agent (no context)', baseline: '', dispatcher: bare, inContext: false },
-    { name: 'fetch + deadlineInterceptor (no context)', baseline: '', dispatcher: intercepted, inContext: false },
+    { name: 'fetch + DeadlineDispatcher (no context)', baseline: '', dispatcher, inContext: false },
   ];
-  for (const v of variants) v.baseline = v.inContext ? (variants[0] as Variant).name : (variants[3] as Variant).name;
+  for (const v of variants) v.baseline = v.inContext ? (variants[0] as Variant).name : (variants[4] as Variant).name;
   const samples = new Map<string, { rps: number; cpuMicros: number }[]>(variants.map((v) => [v.name, []]));
   const downstream = await startDownstream();
   try {
@@ -112,7 +114,7 @@ export async function measureFetchOverhead(
   } finally {
     downstream.child.kill();
     if (downstream.child.exitCode === null) await once(downstream.child, 'exit');
-    await Promise.all([bare, intercepted, composed].map((dispatcher) => dispatcher.close()));
+    await Promise.all([bare, dispatcher, intercepted, composed].map((dispatcher) => dispatcher.close()));
   }
   return variants.map((variant) => {
     const own = samples.get(variant.name) as { rps: number; cpuMicros: number }[];

@@ -17,7 +17,8 @@ import { findNewerNodes, type NodeBinary } from './node-versions.js';
 import type { Variant } from './servers.js';
 
 /** What a row is to its framework's bare row. */
-type Role = 'bare' | 'floor' | 'peer' | 'library';
+/** `composed`: the library the other way in (an interceptor, through `compose()`). */
+type Role = 'bare' | 'floor' | 'peer' | 'library' | 'composed';
 
 interface Row {
   framework: 'fastify' | 'express' | 'fetch';
@@ -37,8 +38,9 @@ const ROWS: Row[] = [
   { framework: 'express', role: 'floor', target: server('express + als.run only') },
   { framework: 'express', role: 'library', target: server('express + @deadline/express') },
   { framework: 'fetch', role: 'bare', target: client('fetch, bare Agent') },
-  { framework: 'fetch', role: 'floor', target: client('fetch + an interceptor that does nothing') },
-  { framework: 'fetch', role: 'library', target: client('fetch + deadlineInterceptor') },
+  { framework: 'fetch', role: 'floor', target: client('fetch + a dispatcher that only forwards') },
+  { framework: 'fetch', role: 'library', target: client('fetch + DeadlineDispatcher') },
+  { framework: 'fetch', role: 'composed', target: client('fetch + deadlineInterceptor') },
 ];
 
 const quick = process.argv.includes('--quick');

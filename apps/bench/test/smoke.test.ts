@@ -31,10 +31,11 @@ it('the benchmark runs in quick mode and writes a report with every row', async 
     ]);
     expect(report.fetchOverhead.map((row: { variant: string }) => row.variant)).toEqual([
       'fetch, bare Agent (in a deadline context)',
+      'fetch + DeadlineDispatcher',
       'fetch + deadlineInterceptor',
       'fetch + an interceptor that does nothing',
       'fetch, bare Agent (no context)',
-      'fetch + deadlineInterceptor (no context)',
+      'fetch + DeadlineDispatcher (no context)',
     ]);
     for (const row of [...report.overhead, ...report.fetchOverhead]) {
       expect(row.requestsPerSecond).toBeGreaterThan(0);

@@ -1,13 +1,10 @@
 /**
- * The opt-in path: a `fetch` that goes through the deadline interceptor whatever the global dispatcher is, and
+ * The opt-in path: a `fetch` that goes through a `DeadlineDispatcher` whatever the global dispatcher is, and
  * rejects with the deadline error itself rather than `TypeError: fetch failed` wrapped around it.
  */
 import { isDeadlineError } from '@deadline/core';
 import { findCircuitRefusal } from '@deadline/core/internal';
-import { Agent, type Dispatcher } from 'undici';
-import { ownUndici } from './foreign-dispatcher.js';
-import type { DispatcherOptions } from './global-dispatcher.js';
-import { deadlineInterceptor } from './interceptor.js';
+import { DeadlineDispatcher, type DispatcherOptions } from './dispatcher.js';
 
 /**
  * Returns a `fetch` bound to the deadline: same signature and `Response` as the global one.
@@ -22,7 +19,7 @@ import { deadlineInterceptor } from './interceptor.js';
  * ```
  */
 export function createFetch(options?: DispatcherOptions): typeof globalThis.fetch {
-  const dispatcher = ownUndici(options?.dispatcher ?? new Agent()).compose(deadlineInterceptor(options)) as Dispatcher;
+  const dispatcher = new DeadlineDispatcher(options);
   return async function deadlineFetch(input, init) {
     try {
       // `dispatcher` is undici's extension of RequestInit, honoured by Node's built-in fetch.

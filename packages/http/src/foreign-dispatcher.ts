@@ -10,50 +10,18 @@
  */
 import { Dispatcher } from 'undici';
 import { EitherApiHandler } from './either-api-handler.js';
-
-/** The part of a dispatcher of any undici used here. */
-interface AnyDispatcher {
-  dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean;
-  close(): Promise<void>;
-  destroy(error?: Error | null): Promise<void>;
-}
+import { type AnyDispatcher, SendingDispatcher } from './sending-dispatcher.js';
 
 /** `dispatcher` itself when it is this undici's, else it wrapped. @internal */
 export function ownUndici(dispatcher: Dispatcher): Dispatcher {
   return dispatcher instanceof Dispatcher ? dispatcher : new ForeignDispatcher(dispatcher as unknown as AnyDispatcher);
 }
 
-class ForeignDispatcher extends Dispatcher {
-  readonly #foreign: AnyDispatcher;
-
-  constructor(foreign: AnyDispatcher) {
-    super();
-    this.#foreign = foreign;
-  }
-
+class ForeignDispatcher extends SendingDispatcher<AnyDispatcher> {
   override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-    return this.#foreign.dispatch(options, new EitherApiHandler(handler));
-  }
-
-  override close(): Promise<void>;
-  override close(callback: () => void): void;
-  override close(callback?: () => void): Promise<void> | undefined {
-    const closed = this.#foreign.close();
-    if (callback === undefined) return closed;
-    closed.then(callback, callback);
-    return undefined;
-  }
-
-  override destroy(): Promise<void>;
-  override destroy(error: Error | null): Promise<void>;
-  override destroy(callback: () => void): void;
-  override destroy(error: Error | null, callback: () => void): void;
-  override destroy(errorOrCallback?: Error | null | (() => void), callback?: () => void): Promise<void> | undefined {
-    const error = typeof errorOrCallback === 'function' ? null : errorOrCallback;
-    const done = typeof errorOrCallback === 'function' ? errorOrCallback : callback;
-    const destroyed = this.#foreign.destroy(error ?? null);
-    if (done === undefined) return destroyed;
-    destroyed.then(done, done);
-    return undefined;
+    // A handler of the older API (fetch's, through `DeadlineDispatcher`) is what undici 6 speaks and undici 7
+    // and 8 still take: passed as it is.
+    const newer = typeof handler.onRequestStart === 'function';
+    return this.inner.dispatch(options, newer ? new EitherApiHandler(handler) : handler);
   }
 }

@@ -5,8 +5,9 @@
  */
 
 export { type AxiosConfigLike, type AxiosInstanceLike, deadlineAxios } from './axios.js';
+export { DeadlineDispatcher, type DispatcherOptions } from './dispatcher.js';
 export { createFetch, fetch } from './fetch.js';
-export { type DispatcherOptions, installGlobalDispatcher } from './global-dispatcher.js';
+export { installGlobalDispatcher } from './global-dispatcher.js';
 export {
   deadlineGot,
   type GotDeadlineExtension,

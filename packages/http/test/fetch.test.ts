@@ -5,8 +5,8 @@
 import { createContext, DeadlineExceededError, runWithDeadline } from '@deadline/core';
 import { Agent, getGlobalDispatcher, request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { createFetch, fetch as deadlineFetch, installGlobalDispatcher } from '../src/index.ts';
-import { downstreamsPerTest, drip, echo, silent } from './servers.ts';
+import { createFetch, DeadlineDispatcher, fetch as deadlineFetch, installGlobalDispatcher } from '../src/index.ts';
+import { downstreamsPerTest, drip, echo, exceededBy, silent } from './servers.ts';
 
 /** A downstream on loopback, closed after each test. */
 const downstream = downstreamsPerTest();
@@ -107,5 +107,45 @@ describe('createFetch / fetch', () => {
     >;
     expect(seen['x-a']).toBe('1');
     expect(seen['x-request-deadline']).toBeUndefined();
+  });
+});
+
+describe('DeadlineDispatcher', () => {
+  it("takes fetch's own handler as it comes: budget sent, a downstream's 504 naming its hop, the cut at the deadline", async () => {
+    const base = new Agent();
+    const dispatcher = new DeadlineDispatcher({ dispatcher: base });
+    const init = { dispatcher } as unknown as RequestInit;
+    try {
+      const server = await downstream(echo);
+      const seen = (await runWithDeadline(1_000, async () => (await fetch(server.url, init)).json())) as Record<
+        string,
+        string
+      >;
+      expect(Number(seen['x-request-deadline'])).toBeLessThanOrEqual(1_000);
+      const exceeded = await downstream(exceededBy('inventory'));
+      const downstreamError = await runWithDeadline(1_000, () => fetch(exceeded.url, init)).catch((e: unknown) => e);
+      expect((downstreamError as Error).cause).toMatchObject({ whose: 'downstream:inventory' });
+      const hanging = await downstream(silent);
+      const closed = hanging.nextClose();
+      const cut = await runWithDeadline(200, () => fetch(hanging.url, init)).catch((e: unknown) => e);
+      expect((cut as Error).cause).toBeInstanceOf(DeadlineExceededError);
+      await closed;
+    } finally {
+      await dispatcher.close();
+    }
+    expect(base.closed).toBe(true);
+  });
+
+  it("listeners of its 'connect' and 'disconnect' hear the dispatcher it sends through", async () => {
+    const dispatcher = new DeadlineDispatcher();
+    const server = await downstream(echo);
+    const connected = new Promise<string>((resolve) =>
+      dispatcher.once('connect', (origin) => resolve(new URL(String(origin)).origin)),
+    );
+    await (await fetch(server.url, { dispatcher } as unknown as RequestInit)).text();
+    expect(await connected).toBe(new URL(server.url).origin);
+    const disconnected = new Promise<void>((resolve) => dispatcher.once('disconnect', () => resolve()));
+    await dispatcher.close();
+    await disconnected;
   });
 });

@@ -16,9 +16,11 @@ import { createPool, type Pool, type RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { MARIADB, requireService } from '../../../test/support/services.ts';
 import { type DeadlinePool, withDeadline } from '../src/index.ts';
+import { oneCuttingFileAtATime } from './one-file-at-a-time.ts';
 import { marker, percentile, serverOptions, Watcher } from './support.ts';
 
 const ok = await requireService(MARIADB);
+if (ok) oneCuttingFileAtATime();
 
 /** Runs `fn` under a fresh `ms` budget; resolves with what it threw and when (ms since the start, and the instant). */
 async function failure(

@@ -11,9 +11,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MARIADB, requireService } from '../../../test/support/services.ts';
 import { settle } from '../../../test/support/settle.ts';
 import { instrumentMysql, withDeadline } from '../src/index.ts';
+import { oneCuttingFileAtATime } from './one-file-at-a-time.ts';
 import { marker, serverOptions, Watcher } from './support.ts';
 
 const ok = await requireService(MARIADB);
+if (ok) oneCuttingFileAtATime();
 
 describe.runIf(ok)('instrumentMysql: every connection of the module (MariaDB)', () => {
   let watcher: Watcher;

@@ -14,9 +14,11 @@ import { withDeadline } from '../src/index.ts';
 import { KILL_TIMEOUT_MS, Killer, STUCK_KILL_MS } from '../src/killer.ts';
 import { mysql2Sides } from '../src/side-connection.ts';
 import { sightingOf, watchForSighting } from '../src/sightings.ts';
+import { oneCuttingFileAtATime } from './one-file-at-a-time.ts';
 import { connectionConfigOf, marker, serverOptions, Watcher } from './support.ts';
 
 const ok = await requireService(MARIADB);
+if (ok) oneCuttingFileAtATime();
 
 describe('the side connection, against a server that never answers', () => {
   const server = createServer();

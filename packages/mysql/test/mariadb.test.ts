@@ -11,9 +11,11 @@ import { MARIADB, requireService } from '../../../test/support/services.ts';
 import { settle } from '../../../test/support/settle.ts';
 import { instrumentMariadb } from '../src/index.ts';
 import { KILL_TIMEOUT_MS } from '../src/killer.ts';
+import { oneCuttingFileAtATime } from './one-file-at-a-time.ts';
 import { marker, serverParts, Watcher } from './support.ts';
 
 const ok = await requireService(MARIADB);
+if (ok) oneCuttingFileAtATime();
 
 describe.runIf(ok)('instrumentMariadb: every connection of the mariadb connector (MariaDB)', () => {
   let watcher: Watcher;

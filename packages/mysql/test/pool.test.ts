@@ -19,9 +19,11 @@ import { MARIADB, requireService } from '../../../test/support/services.ts';
 import { settle } from '../../../test/support/settle.ts';
 import { type DeadlinePool, withDeadline } from '../src/index.ts';
 import { MAX_SIDE_CONNECTIONS } from '../src/killer.ts';
+import { oneCuttingFileAtATime } from './one-file-at-a-time.ts';
 import { marker, serverOptions, testUser, Watcher } from './support.ts';
 
 const ok = await requireService(MARIADB);
+if (ok) oneCuttingFileAtATime();
 
 describe.runIf(ok)('a pool under the deadline (MariaDB)', () => {
   let watcher: Watcher;

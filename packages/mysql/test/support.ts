@@ -119,22 +119,34 @@ export class Watcher {
    * it gone, a round trip or two after.
    */
   async waitGone(mark: string): Promise<number> {
+    return (await this.waitGoneSpan(mark)).goneAt;
+  }
+
+  /**
+   * {@link waitGone}, and when the last poll that still saw the statement running was sent: it ran at least until
+   * then. A server that stalls holds that poll's answer up, and `goneAt` with it; this one it does not move.
+   */
+  async waitGoneSpan(mark: string): Promise<{ seenRunningAt: number | undefined; goneAt: number }> {
     let thread: number | undefined;
+    let seenRunningAt: number | undefined;
     for (;;) {
+      const sent = performance.now();
       const running = await this.threadRunning(mark);
       if (running === undefined) break;
       thread = running;
+      seenRunningAt = sent;
     }
     const seen = performance.now();
-    if (thread === undefined) return seen;
+    if (thread === undefined) return { seenRunningAt, goneAt: seen };
     const asked = performance.now();
     const [rows] = await this.#connection.query<RowDataPacket[]>(
       'SELECT COMMAND AS command, TIME_MS AS ms FROM information_schema.processlist WHERE ID = ?',
       [thread],
     );
     const answered = performance.now();
-    if (rows[0]?.command !== 'Sleep') return seen; // gone, or already running something else
-    return Math.min((asked + answered) / 2 - Number(rows[0].ms), seen);
+    // Gone, or already running something else: when the poll saw it gone.
+    if (rows[0]?.command !== 'Sleep') return { seenRunningAt, goneAt: seen };
+    return { seenRunningAt, goneAt: Math.min((asked + answered) / 2 - Number(rows[0].ms), seen) };
   }
 
   /** The ids of the connections `user` has open. */

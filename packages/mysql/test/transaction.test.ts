@@ -7,9 +7,11 @@ import { createPool, type RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MARIADB, requireService } from '../../../test/support/services.ts';
 import { type DeadlinePool, withDeadline } from '../src/index.ts';
+import { oneCuttingFileAtATime } from './one-file-at-a-time.ts';
 import { marker, serverOptions, Watcher } from './support.ts';
 
 const ok = await requireService(MARIADB);
+if (ok) oneCuttingFileAtATime();
 
 describe.runIf(ok)('transaction() (MariaDB)', () => {
   let watcher: Watcher;

@@ -6,6 +6,7 @@
 import mysql, { type RowDataPacket } from 'mysql2';
 import { ormChecks as checks, type Orm, type Server, TABLE } from '../../../../test/support/orm-checks.ts';
 import { instrumentMariadb, instrumentMysql, type MariadbModule, type Mysql2Module } from '../../src/index.ts';
+import { oneCuttingFileAtATime } from '../one-file-at-a-time.ts';
 import { ServerProbe } from '../server-probe.ts';
 import { Watcher } from '../support.ts';
 
@@ -31,6 +32,7 @@ async function mariadb(driver: Driver): Promise<Server> {
     },
     startedRunning: (mark) => watcher.waitRunning(mark),
     goneAt: (mark) => watcher.waitGone(mark),
+    goneSpan: (mark) => watcher.waitGoneSpan(mark),
     busyWith: (prefix) =>
       count(
         "SELECT COUNT(*) AS n FROM information_schema.processlist WHERE COMMAND IN ('Query', 'Execute') AND INFO LIKE CONCAT('%', ?, '%') AND ID <> CONNECTION_ID()",
@@ -48,5 +50,6 @@ async function mariadb(driver: Driver): Promise<Server> {
 
 /** Registers the checks for one ORM over MariaDB, on `driver` (by default this project's mysql2). */
 export function ormChecks(name: string, open: () => Promise<Orm>, driver: Driver = { mysql2: mysql }): void {
+  oneCuttingFileAtATime();
   checks(name, () => mariadb(driver), open);
 }

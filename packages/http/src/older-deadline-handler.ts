@@ -1,0 +1,91 @@
+/**
+ * The handler of undici's older API (`onConnect`, `onHeaders`, `onData`, `onComplete`, `onError`) that a
+ * dispatch under a deadline runs through (see call-exchange.ts for what it does), speaking that API on both
+ * sides: `fetch()` hands a dispatcher such a handler (undici 6 and 7, bundled with Node 20 to 24), and passing it
+ * on in kind spares the translation to the newer API and back (`compose()`'s WrapHandler, then the Agent's
+ * UnwrapHandler) that every interceptor costs — the response's headers parsed into an object, then rebuilt as
+ * buffers.
+ */
+import type { Duplex } from 'node:stream';
+import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core';
+import type { OutgoingCall } from '@deadline/core/internal';
+import type { Dispatcher } from 'undici';
+import { CallExchange } from './call-exchange.js';
+
+type Handler = Dispatcher.DispatchHandler;
+type Abort = (reason?: Error) => void;
+
+/** Forwards undici's events to the caller's handler, and aborts the exchange when the call must stop. @internal */
+export class OlderDeadlineHandler extends CallExchange implements Handler {
+  readonly #handler: Handler;
+  #abort: Abort | undefined;
+
+  constructor(handler: Handler, call: OutgoingCall, downstreamErrors: boolean) {
+    super(call, downstreamErrors);
+    this.#handler = handler;
+  }
+
+  protected abortExchange(error: Error): boolean {
+    this.#abort?.(error);
+    return this.#abort !== undefined;
+  }
+
+  protected failCaller(error: Error): void {
+    this.#handler.onError?.(error);
+  }
+
+  onConnect(abort: Abort, context?: unknown): void {
+    this.#abort = abort;
+    if (this.started(abort)) (this.#handler.onConnect as (abort: Abort, context?: unknown) => void)?.(abort, context);
+  }
+
+  onUpgrade(statusCode: number, rawHeaders: Buffer[] | string[] | null, socket: Duplex): void {
+    this.call.end(undefined, statusCode);
+    this.#handler.onUpgrade?.(statusCode, rawHeaders, socket);
+  }
+
+  // undici 6 passes (chunkSize, totalBytesSent), undici 7 the chunk: forwarded as it came.
+  onBodySent(...args: [chunkSize: number, totalBytesSent: number]): void {
+    this.#handler.onBodySent?.(...args);
+  }
+
+  onRequestSent(): void {
+    (this.#handler as { onRequestSent?: () => void }).onRequestSent?.();
+  }
+
+  onResponseStarted(): void {
+    this.#handler.onResponseStarted?.();
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
+    if (this.done) return false;
+    // Only a 504 is looked into: the header is searched for in the raw list, nothing is parsed otherwise.
+    const exceededBy = statusCode === 504 ? rawHeaderValues(rawHeaders, DEADLINE_EXCEEDED_BY_HEADER) : undefined;
+    if (this.holdsBack(statusCode, exceededBy)) return true;
+    return this.#handler.onHeaders?.(statusCode, rawHeaders, resume, statusText) ?? true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    if (this.done || this.downstream !== undefined) return true;
+    return this.#handler.onData?.(chunk) ?? true;
+  }
+
+  onComplete(rawTrailers: string[] | null): void {
+    this.ended(() => this.#handler.onComplete?.(rawTrailers));
+  }
+
+  onError(error: Error): void {
+    this.failed(error);
+  }
+}
+
+/** The values of header `name` (lower case) in raw headers (name, value, name, value…; buffers or strings). */
+export function rawHeaderValues(raw: readonly (Buffer | string)[], name: string): string[] | undefined {
+  let values: string[] | undefined;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const candidate = raw[i] as Buffer | string;
+    if (candidate.length !== name.length || candidate.toString().toLowerCase() !== name) continue;
+    (values ??= []).push(String(raw[i + 1]));
+  }
+  return values;
+}
