@@ -29,6 +29,9 @@ async function fetchTimes(url: string, dispatcher: Dispatcher, times: number): P
   await runWithDeadline(BUDGET_MS, () => Promise.all(Array.from({ length: CONCURRENCY }, worker)));
 }
 
+/** A full garbage collection, when the runner gave `--expose-gc`. */
+const collect = () => (globalThis as { gc?: () => void }).gc?.();
+
 const [variant, url, warmUp, requests] = process.argv.slice(2);
 const make = FETCH_VARIANTS[variant as FetchVariant];
 if (make === undefined || url === undefined) {
@@ -39,9 +42,13 @@ if (make === undefined || url === undefined) {
 }
 const dispatcher = make();
 await fetchTimes(url, dispatcher, Number(warmUp));
+// A full collection on each side of the window: the window then holds its own garbage's collection, whole, not
+// whichever major GC happened to fall into it (fetch allocates enough that one moved a count by ±10 %).
+collect();
 console.log('WARM');
 await once(process.stdin, 'data');
 await fetchTimes(url, dispatcher, Number(requests));
+collect();
 console.log('DONE');
 // Alive until the runner has taken its count and kills it: an exit now would count the exit too.
 setInterval(() => {}, 1 << 30);

@@ -6,7 +6,7 @@
  *
  * Two counts run at a time (one per core: a count does not move with the load beside it, only the wall time
  * does). `--quick`: a short warm-up and window, a smoke test of the harness, not a measurement. `--node 24,26`:
- * those majors only.
+ * those majors only. `--only fastify,express`: those frameworks' rows only.
  */
 import { writeFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
@@ -17,8 +17,7 @@ import { findNewerNodes, type NodeBinary } from './node-versions.js';
 import type { Variant } from './servers.js';
 
 /** What a row is to its framework's bare row. */
-/** `composed`: the library the other way in (an interceptor, through `compose()`). */
-type Role = 'bare' | 'floor' | 'peer' | 'library' | 'composed';
+type Role = 'bare' | 'floor' | 'peer' | 'library';
 
 interface Row {
   framework: 'fastify' | 'express' | 'fetch';
@@ -40,14 +39,24 @@ const ROWS: Row[] = [
   { framework: 'fetch', role: 'bare', target: client('fetch, bare Agent') },
   { framework: 'fetch', role: 'floor', target: client('fetch + a dispatcher that only forwards') },
   { framework: 'fetch', role: 'library', target: client('fetch + DeadlineDispatcher') },
-  { framework: 'fetch', role: 'composed', target: client('fetch + deadlineInterceptor') },
 ];
 
 const quick = process.argv.includes('--quick');
+/** `--only fastify,fetch`: those frameworks' rows only. */
+const onlyFrameworks = process.argv.includes('--only')
+  ? process.argv[process.argv.indexOf('--only') + 1]?.split(',')
+  : undefined;
+const rows = ROWS.filter((row) => onlyFrameworks === undefined || onlyFrameworks.includes(row.framework));
 const onlyMajors = process.argv[process.argv.indexOf('--node') + 1]?.split(',').map(Number);
 const wantMajor = (version: string) =>
   !process.argv.includes('--node') || (onlyMajors ?? []).includes(Number(version.replace(/^v/, '').split('.')[0]));
-/** Server counts after 30,000 responses repeat within 0.5k; a client's fetch reaches steady code sooner. */
+/**
+ * Server counts after 30,000 responses repeat within 0.5k (Node 22 and 24 are still optimising hot code after
+ * 8,000; after 12,000 Node 26's floor and peer rows came out 3–9k apart from run to run). A client needs 10,000
+ * fetches (after 6,000 its counts on Node 24 were a third lower and unstable); each client window is framed by full
+ * collections (fetch-client-process.ts). A count then takes ~40 s (server) and ~65 s (client) here, most of it
+ * valgrind starting Node and running the warm-up.
+ */
 const COUNTS: Record<Target['kind'], CountOptions> = quick
   ? { server: { warmUp: 1_000, requests: 200 }, client: { warmUp: 500, requests: 100 } }
   : { server: { warmUp: 30_000, requests: 5_000 }, client: { warmUp: 10_000, requests: 2_000 } };
@@ -92,12 +101,12 @@ const nodes: NodeBinary[] = [{ version: process.version, path: process.execPath 
 );
 const downstream = await startDownstream();
 let done = 0;
-const total = nodes.length * ROWS.length;
+const total = nodes.length * rows.length;
 const counts = new Map<string, number>();
 try {
   await pooled(
     nodes.flatMap((node) =>
-      ROWS.map((row) => async () => {
+      rows.map((row) => async () => {
         const count = await countInstructions(node.path, row.target, COUNTS[row.target.kind], downstream.url);
         counts.set(`${node.version} ${row.target.variant}`, count);
         progress(`instructions: ${++done}/${total} (${node.version} ${row.target.variant}: ${kilo(count)})`);
@@ -117,7 +126,7 @@ const report: Report = {
   options: COUNTS,
   nodes: nodes.map((node) => node.version),
   skipped: newer.skipped,
-  rows: ROWS.map((row) => ({
+  rows: rows.map((row) => ({
     framework: row.framework,
     role: row.role,
     variant: row.target.variant,

@@ -21,10 +21,7 @@ export type Target = { kind: 'server'; variant: Variant } | { kind: 'client'; va
 
 /** How long each count runs: the requests before counting starts, and those counted. */
 export interface CountOptions {
-  /**
-   * Responses before counting starts. Node 22 and 24 are still compiling hot code (tier-up) at 8,000 server
-   * requests; counts taken after 30,000 repeat within 0.5k.
-   */
+  /** Responses (or fetches) before counting starts: hot code must have been optimised by then. */
   warmUp: number;
   requests: number;
 }
@@ -46,6 +43,7 @@ function underCallgrind(node: string, dir: string, script: string, args: string[
       `--callgrind-out-file=${join(dir, 'callgrind.%p')}`,
       node,
       '--single-threaded',
+      '--expose-gc',
       script,
       ...args,
     ],
