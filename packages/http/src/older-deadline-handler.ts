@@ -11,6 +11,7 @@ import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core';
 import type { OutgoingCall } from '@deadline/core/internal';
 import type { Dispatcher } from 'undici';
 import { CallExchange } from './call-exchange.js';
+import { headersOf } from './either-api-handler.js';
 
 type Handler = Dispatcher.DispatchHandler;
 type Abort = (reason?: Error) => void;
@@ -59,8 +60,8 @@ export class OlderDeadlineHandler extends CallExchange implements Handler {
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
     if (this.done) return false;
-    // Only a 504 is looked into: the header is searched for in the raw list, nothing is parsed otherwise.
-    const exceededBy = statusCode === 504 ? rawHeaderValues(rawHeaders, DEADLINE_EXCEEDED_BY_HEADER) : undefined;
+    // Only a 504's headers are parsed (what the newer API would hand over); any other answer passes as it came.
+    const exceededBy = statusCode === 504 ? headersOf(rawHeaders)[DEADLINE_EXCEEDED_BY_HEADER] : undefined;
     if (this.holdsBack(statusCode, exceededBy)) return true;
     return this.#handler.onHeaders?.(statusCode, rawHeaders, resume, statusText) ?? true;
   }
@@ -77,15 +78,4 @@ export class OlderDeadlineHandler extends CallExchange implements Handler {
   onError(error: Error): void {
     this.failed(error);
   }
-}
-
-/** The values of header `name` (lower case) in raw headers (name, value, name, value…; buffers or strings). */
-export function rawHeaderValues(raw: readonly (Buffer | string)[], name: string): string[] | undefined {
-  let values: string[] | undefined;
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const candidate = raw[i] as Buffer | string;
-    if (candidate.length !== name.length || candidate.toString().toLowerCase() !== name) continue;
-    (values ??= []).push(String(raw[i + 1]));
-  }
-  return values;
 }

@@ -2,8 +2,8 @@
  * Keeps the test files that cut statements on the shared MariaDB from running side by side. Seen here and in CI:
  * while two such files send KILLs at once, the server stops answering every client for 2–5 s (a bare mysql2
  * connection that no test touches included), KILLs wait on it (`KILL QUERY … starting` beside its target,
- * `Killed` but still executing), and the figures these files measure — a statement gone within a bound, a load
- * back within a second — measure the stall instead. Each such file holds a server-side named lock from its first
+ * `Killed` but still executing), and the figures these files measure — a statement gone from the server within a
+ * bound, a pool healthy after a thousand cuts — measure the stall instead. Each such file holds a server-side named lock from its first
  * test to its last; other files (and other packages' tests) still run beside it.
  */
 import { type Connection, createConnection, type RowDataPacket } from 'mysql2/promise';
