@@ -164,7 +164,9 @@ describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
     let endedInTime = 0;
     let unused: Socket[] = [];
     try {
-      for (let i = 0; i < 5 && endedInTime === 0; i++) {
+      // The window is the last 10 ms before the stop: on a busy machine the lock's release can miss it several
+      // rounds running (CI, Node 24 and 26 side by side: five in a row), hence up to fifteen.
+      for (let i = 0; i < 15 && endedInTime === 0; i++) {
         // The pool's one connection, open before watching: an earlier round whose cancel went out may have
         // destroyed it, and the channel would report its replacement as if it were a cancel connection (CI,
         // Node 24: the lock released by the new pool connection's opening, 156 bytes written on the "unused" one).
