@@ -7,7 +7,7 @@
  * context and the typed errors are the same everywhere, and must be disposed of the same way.
  */
 import type { CallGuard, CallPermit } from './call-guard.js';
-import { monotonicNow, timerDelay } from './clock.js';
+import { monotonicNow } from './clock.js';
 import {
   type CallEndMessage,
   hasCallOutlivedSubscribers,
@@ -18,6 +18,7 @@ import {
   publishExceeded,
 } from './diagnostics.js';
 import { CancelledError, DeadlineExceededError } from './errors.js';
+import { stopWaiting, waitForExpiry } from './expiry-queue.js';
 import type { OtelSpan } from './opentelemetry/api.js';
 import { annotateCallConfirmed, annotateCallStart, annotateCallStop } from './opentelemetry/call-annotations.js';
 import { type PrepareCallOptions, prepareCall } from './prepare-call.js';
@@ -44,6 +45,7 @@ export interface OutgoingCallOptions extends PrepareCallOptions {
 }
 
 const noop = () => {};
+const stopTimedOut = (call: OutgoingCall): void => call._stopTimedOut();
 const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 
 /** @internal */
@@ -58,7 +60,10 @@ export class OutgoingCall {
   readonly startedAt: number;
   readonly #scope: Scope | undefined;
   #listeners: CallStopListener[] | undefined;
-  #timer: NodeJS.Timeout | undefined;
+  /** @internal Its place in the expiry queue while its own timeout is armed; -1 otherwise. */
+  _waiting = -1;
+  /** @internal When its own timeout passes (startedAt + timeoutMs), while armed. */
+  _dueAt = 0;
   #unsubscribe: () => void = noop;
   #stopped: DeadlineExceededError | CancelledError | undefined;
   #ended = false;
@@ -167,27 +172,27 @@ export class OutgoingCall {
     if (scope?._stoppable === true) {
       this.#unsubscribe = scope._subscribe((reason) => this.#stop(this.#fromContext(reason)), !ownTimer);
     }
-    if (ownTimer && !this.#ended && this.#stopped === undefined) this.#armTimer(timeoutMs);
+    if (ownTimer && !this.#ended && this.#stopped === undefined) {
+      this._dueAt = this.startedAt + timeoutMs;
+      waitForExpiry(this);
+    }
     return off;
   }
 
-  /** Arms the call's own timer (unref'd) for what is left of `timeoutMs`. */
-  #armTimer(timeoutMs: number): void {
-    const timer = setTimeout(OutgoingCall.#onTimer, timerDelay(timeoutMs - this.elapsedMs()), this);
-    timer.unref();
-    this.#timer = timer;
+  /**
+   * @internal Its own timeout passed (the expiry queue's one timer): stopped inside its request's context, where
+   * its listeners (an abort, a CancelRequest, a KILL) belong.
+   */
+  _due(): void {
+    if (this.#ended || this.#stopped !== undefined) return;
+    const scope = this.#scope;
+    if (scope === undefined) this.#stop(this.#timedOut());
+    else storage.run(scope, stopTimedOut, this);
   }
 
-  static #onTimer(call: OutgoingCall): void {
-    call.#timer = undefined;
-    const timeoutMs = call.timeoutMs;
-    if (timeoutMs === undefined || call.#ended || call.#stopped !== undefined) return;
-    // As the context's timer (scope.ts): Node's may fire a fraction of a millisecond early (its clock is the
-    // loop's cached one), and a call must not be cut off before its timeout has passed. Wait out the rest with
-    // another timer. Not with setImmediate re-checks: tried, they gain ~0.1 ms at the median but spinning on a
-    // shared CPU gets the process preempted, and the precision benchmark's p99 got worse (3.5 vs 2.5 ms).
-    if (call.elapsedMs() < timeoutMs) call.#armTimer(timeoutMs);
-    else call.#stop(call.#timedOut());
+  /** @internal */
+  _stopTimedOut(): void {
+    this.#stop(this.#timedOut());
   }
 
   /**
@@ -342,8 +347,7 @@ export class OutgoingCall {
   }
 
   #disarm(): void {
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
-    this.#timer = undefined;
+    if (this._waiting >= 0) stopWaiting(this);
     this.#unsubscribe();
     this.#unsubscribe = noop;
   }

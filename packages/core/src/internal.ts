@@ -18,6 +18,7 @@ export {
   publishExceeded,
   publishPropagate,
 } from './diagnostics.js';
+export { waitingForExpiry } from './expiry-queue.js';
 export { type CircuitRefusal, findCircuitRefusal, markCausedBy } from './guards.js';
 export { nextReady, type ReadyEmitter } from './next-ready.js';
 export { activeRequestSpan, activeSpan, openTelemetryPropagates } from './opentelemetry/active.js';
@@ -40,7 +41,7 @@ export {
   runWithCall,
 } from './opentelemetry/call-span.js';
 export { runInSpanOf, spanOfTrace, traceOfSpan } from './opentelemetry/span-trace.js';
-export { type OutlivedReporter, Scope } from './scope.js';
+export { type OutlivedReporter, Scope, type StopOwner } from './scope.js';
 export { outsideContext, storage } from './storage.js';
 export { isUnpatched, unpatched } from './unpatched.js';
 export { checkBoolean, checkFunction, checkGuard, checkHop, checkName, checkNumber, checkObject } from './validate.js';

@@ -1,21 +1,24 @@
 /**
- * One node in the tree of contexts: a deadline, request metadata, and — only once somebody asks — a timer,
- * an AbortSignal and the links that carry a parent's cancellation down to it.
+ * One node in the tree of contexts: a deadline, request metadata, and — only once somebody asks — a place in
+ * the expiry queue (one timer for every scope, expiry-queue.ts), an AbortSignal and the links that carry a
+ * parent's cancellation down to it.
  *
  * Why so lazy: on Node 20 an AbortSignal costs microseconds to create and again to abort, as does an
- * `addEventListener`, while `als.run` costs tens of nanoseconds (bench/primitives.mjs measures them). A request that never asks for a signal must not pay for one, so
- * expiry is computed from the clock when asked, and the timer, the controller and the parent link appear only
- * when a listener (a signal, an adapter's `onStop`, a child's link) needs to be told.
+ * `addEventListener`, while `als.run` costs tens of nanoseconds (bench/primitives.mjs measures them). A request
+ * that never asks for a signal must not pay for one, so expiry is computed from the clock when asked, and the
+ * wait for the deadline, the controller and the parent link appear only when a listener (a signal, an
+ * adapter's `onStop`, a child's link) needs to be told.
  *
  * Fields without `#` are deliberate: a second copy of this package in the same process calls them (see
  * storage.ts). They form the protocol named by the storage key's version.
  */
 
-import { monotonicNow, timerDelay } from './clock.js';
+import { monotonicNow } from './clock.js';
 import type { Deadline } from './deadline.js';
 import type { CallOutlivedMessage } from './diagnostics.js';
 import { publishCancelled, publishEnd, publishExceeded, publishStart } from './diagnostics.js';
 import { CancelledError, DeadlineExceededError, withoutStack } from './errors.js';
+import { stopWaiting, waitForExpiry } from './expiry-queue.js';
 import type { IdempotencyKeys } from './idempotency-keys.js';
 import { storage } from './storage.js';
 import type { TraceContext } from './trace.js';
@@ -89,6 +92,14 @@ export interface DeadlineContext {
 }
 
 /**
+ * The one owner a scope tells first when it stops, without a closure or a listener array: a server adapter's
+ * request state (one per request, so the per-request allocations of `onStop` are worth sparing). @internal
+ */
+export interface StopOwner {
+  _ownerStopped(reason: StopReason): void;
+}
+
+/**
  * A context as its owner sees it: the code that created it runs work inside it, may cancel it, and ends it
  * when the work is done (which aborts whatever was started inside and is still running).
  *
@@ -158,13 +169,11 @@ export interface ScopeMetadata {
   idempotencyKeys?: IdempotencyKeys | undefined;
 }
 
-function onScopeTimer(scope: Scope): void {
-  scope._timer = undefined;
-  if (scope._state !== ACTIVE) return;
-  // Node's timers run on the loop's cached clock and may fire a fraction of a millisecond early, and delays
-  // beyond 2^31−1 ms are clamped: in both cases the deadline is still ahead, so wait again.
+/** A due scope expires inside its own context: its listeners (a server's 504 among them) see their request. */
+function expireInside(scope: Scope): void {
+  // Node's timers may fire a fraction of a millisecond early: a deadline still ahead waits again.
   if (scope.deadline.isExpired()) scope._expire();
-  else scope._armTimer();
+  else waitForExpiry(scope);
 }
 
 function toStopReason(reason: unknown): StopReason {
@@ -174,6 +183,10 @@ function toStopReason(reason: unknown): StopReason {
     return new CancelledError(reason.message, { cause: reason });
   }
   return new CancelledError('cancelled', reason === undefined ? undefined : { cause: reason });
+}
+
+function callOwner(owner: StopOwner, reason: StopReason): void {
+  callGuarded((stop) => owner._ownerStopped(stop), reason);
 }
 
 function callGuarded(listener: StopListener, reason: StopReason): void {
@@ -207,12 +220,14 @@ export class Scope implements OwnedContext {
   _state: number = ACTIVE;
   /** @internal Why it stopped; after a quiet `end()` it is made on demand. */
   _reason: StopReason | undefined;
-  /** @internal The expiry timer, armed only while something listens. */
-  _timer: NodeJS.Timeout | undefined;
+  /** @internal Its place in the expiry queue (expiry-queue.ts) while something listens; -1 otherwise. */
+  _waiting = -1;
   /** @internal Behind `signal`, created on first access. */
   _controller: AbortController | undefined;
   /** @internal `onStop` listeners and children's links. */
   _listeners: StopListener[] | undefined;
+  /** @internal Told before the listeners (see {@link StopOwner}); set by `_own()`. */
+  _owner: StopOwner | undefined;
   /** @internal Removes this scope's link from its parent's listeners. */
   _unlinkParent: (() => void) | undefined;
   /** @internal The outside signal being followed (`ContextInit.signal`). */
@@ -286,7 +301,15 @@ export class Scope implements OwnedContext {
    */
   _check(): number {
     if (this._state !== ACTIVE) return 0;
-    const remaining = this.deadline.remainingMs();
+    // Without a deadline, no clock reading is needed.
+    return this._checkAt(this.deadline.isNone ? 0 : monotonicNow());
+  }
+
+  /** @internal {@link Scope._check} on a clock reading the caller already has. */
+  _checkAt(now: number): number {
+    if (this._state !== ACTIVE) return 0;
+    const expiresAt = this.deadline.expiresAt;
+    const remaining = expiresAt === Number.POSITIVE_INFINITY ? expiresAt : Math.max(expiresAt - now, 0);
     if (remaining <= 0) {
       this._expire();
       return 0;
@@ -306,7 +329,7 @@ export class Scope implements OwnedContext {
     this._controller = controller;
     const remaining = this._check();
     if (remaining === 0) controller.abort(this._reasonWhenStopped());
-    else this._watch(true, remaining);
+    else this._watch(true);
     return controller.signal;
   }
 
@@ -336,7 +359,7 @@ export class Scope implements OwnedContext {
     // One clock read: an expiry nobody noticed (no timer was needed) is still reported as an expiry.
     const before = this.stopReason;
     if (before === undefined) {
-      if (this._controller === undefined && this._listeners === undefined) {
+      if (this._controller === undefined && this._listeners === undefined && this._owner === undefined) {
         // Nothing to tell: stop without building an error (the reason is made on demand).
         this._state = STOPPED;
         this._disarm();
@@ -357,9 +380,11 @@ export class Scope implements OwnedContext {
   _release(reporter: OutlivedReporter | undefined): void {
     if (this._ended) return;
     this._ended = true;
-    const before = this.stopReason;
+    // One clock reading: whether it is still live, and when it was released.
+    const now = monotonicNow();
+    const before = this._checkAt(now) > 0 ? undefined : this._reasonWhenStopped();
     if (before === undefined) {
-      this._releasedAt = monotonicNow();
+      this._releasedAt = now;
       // The timer stays only while something needs it: a call still running (it re-arms for one made later),
       // or the signal, once handed out (whoever holds it — a fetch, an AbortSignal.any() — expects it to abort
       // at the deadline).
@@ -377,8 +402,30 @@ export class Scope implements OwnedContext {
       return noop;
     }
     (this._listeners ??= []).push(listener);
-    this._watch(needsTimer, remaining);
+    this._watch(needsTimer);
     return () => this._unsubscribe(listener);
+  }
+
+  /**
+   * @internal Makes `owner` the one told first when this scope stops (at once if it already has), until
+   * `_disown()`: what `onStop` does for a listener, without its closures and its array.
+   */
+  _own(owner: StopOwner, now?: number): void {
+    // `now`: a clock reading the caller just took (a request's arrival), spared a second one. A deadline that
+    // passes between that reading and this is served by the expiry queue's timer instead, a moment later.
+    if (now === undefined ? this._check() === 0 : this._state !== ACTIVE || this._checkAt(now) === 0) {
+      callOwner(owner, this._reasonWhenStopped());
+      return;
+    }
+    this._owner = owner;
+    this._watch(true);
+  }
+
+  /** @internal The owner no longer needs to be told; idle again if nothing else listens. */
+  _disown(): void {
+    if (this._owner === undefined) return;
+    this._owner = undefined;
+    if (this._listeners === undefined && this._controller === undefined) this._disarm();
   }
 
   /** @internal */
@@ -388,7 +435,7 @@ export class Scope implements OwnedContext {
     const at = listeners.indexOf(listener);
     if (at === -1) return;
     listeners.splice(at, 1);
-    if (listeners.length === 0 && this._controller === undefined) {
+    if (listeners.length === 0 && this._controller === undefined && this._owner === undefined) {
       // Idle again: a long-lived context (a background job) must not keep a timer or a parent link per call.
       this._listeners = undefined;
       this._disarm();
@@ -401,27 +448,27 @@ export class Scope implements OwnedContext {
     return this.parent?._cancelledReason();
   }
 
-  /** @internal Arms the timer (if asked and there is a deadline) and links to the parent's cancellation. */
-  _watch(needsTimer: boolean, remaining: number): void {
-    if (needsTimer && this._timer === undefined && !this.deadline.isNone) this._armTimer(remaining);
+  /** @internal Waits for the deadline (if asked and there is one) and links to the parent's cancellation. */
+  _watch(needsTimer: boolean): void {
+    if (needsTimer && this._waiting < 0 && !this.deadline.isNone) waitForExpiry(this);
     if (this._unlinkParent === undefined && this.parent !== undefined) {
       this._unlinkParent = this.parent._subscribe((reason) => this._stop(reason), false);
     }
   }
 
-  /** @internal */
-  _armTimer(remaining: number = this.deadline.remainingMs()): void {
-    const timer = setTimeout(onScopeTimer, timerDelay(remaining), this);
-    timer.unref();
-    this._timer = timer;
+  /** @internal The instant the expiry queue serves this scope at. */
+  get _dueAt(): number {
+    return this.deadline.expiresAt;
   }
 
-  /** @internal Clears the timer and the parent link; does not change state. */
+  /** @internal Called by the expiry queue once the deadline passed. */
+  _due(): void {
+    if (this._state === ACTIVE) storage.run(this, expireInside, this);
+  }
+
+  /** @internal Stops waiting for the deadline and drops the parent link; does not change state. */
   _disarm(): void {
-    if (this._timer !== undefined) {
-      clearTimeout(this._timer);
-      this._timer = undefined;
-    }
+    if (this._waiting >= 0) stopWaiting(this);
     if (this._unlinkParent !== undefined) {
       const unlink = this._unlinkParent;
       this._unlinkParent = undefined;
@@ -459,6 +506,11 @@ export class Scope implements OwnedContext {
     // Ending is not cancelling: a normal end is published once, as deadline:context:end.
     else if (reason.reason !== 'context-ended') publishCancelled(this, reason);
     this._controller?.abort(reason);
+    const owner = this._owner;
+    if (owner !== undefined) {
+      this._owner = undefined;
+      callOwner(owner, reason);
+    }
     const listeners = this._listeners;
     this._listeners = undefined;
     if (listeners !== undefined) for (const listener of listeners) callGuarded(listener, reason);

@@ -12,7 +12,7 @@ import {
   DiagnosticsChannel,
   runWithDeadline,
 } from '../src/index.ts';
-import { OutgoingCall, type Scope } from '../src/internal.ts';
+import { OutgoingCall, type Scope, waitingForExpiry } from '../src/internal.ts';
 
 const subscriptions: [string, (message: unknown) => void][] = [];
 function collect<T>(channel: string): T[] {
@@ -55,9 +55,10 @@ describe('OutgoingCall', () => {
     expect(call.stopReason).toBe(cancelled);
   });
 
-  it('end() disarms: no listener left on a long-lived context after many calls, no timer left', async () => {
+  it('end() disarms: no listener left on a long-lived context after many calls, nothing waiting', async () => {
     const ctx = createContext({ root: true, deadline: 3_600_000 });
     const before = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const waitingBefore = waitingForExpiry();
     ctx.run(() => {
       for (let i = 0; i < 10_000; i++) {
         const call = OutgoingCall.start('db', { marginMs: i % 2 === 0 ? 10 : 0 });
@@ -67,8 +68,9 @@ describe('OutgoingCall', () => {
     });
     expect((ctx as unknown as Scope)._listeners ?? []).toHaveLength(0);
     const after = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
-    // The context's own timer (armed once) at most.
+    // The expiry queue's one timer at most, and no call still waiting for its deadline.
     expect(after - before).toBeLessThanOrEqual(1);
+    expect(waitingForExpiry() - waitingBefore).toBeLessThanOrEqual(1);
     ctx.end();
   });
 
@@ -159,7 +161,7 @@ describe('a context its owner released (end({ cancel: false })): work left runni
     expect(reported).toEqual(outlived);
     // Nothing kept once it ended: no listener, no timer.
     expect(ctx._listeners).toBeUndefined();
-    expect(ctx._timer).toBeUndefined();
+    expect(ctx._waiting).toBe(-1);
   });
 
   it('a call made after the release is bounded by the same deadline and cut at it', async () => {

@@ -16,7 +16,8 @@ import {
   traceFrom,
   withoutCancel,
 } from '../src/index.ts';
-import { aborted, trackTimers } from './helpers.ts';
+import { type Scope, waitingForExpiry } from '../src/internal.ts';
+import { aborted } from './helpers.ts';
 
 afterEach(() => {
   vi.useRealTimers();
@@ -125,21 +126,22 @@ describe('the context signal', () => {
     expect(took).toBeLessThan(2_000);
   });
 
-  it('is created only when asked: no timer for a context whose signal nobody reads', async () => {
-    const timers = trackTimers();
-    try {
-      await runWithDeadline(60_000, async () => {
-        remainingMs();
-        throwIfExpired();
-        expect(timers.live).toBe(0);
-        currentSignal();
-        expect(timers.live).toBe(1);
-      });
-      // Ended: the timer is gone.
-      expect(timers.live).toBe(0);
-    } finally {
-      timers.restore();
-    }
+  it('is created only when asked: nothing waits for the deadline of a context whose signal nobody reads', async () => {
+    const before = waitingForExpiry();
+    let ctx: Scope | undefined;
+    await runWithDeadline(60_000, async (c) => {
+      ctx = c as Scope;
+      remainingMs();
+      throwIfExpired();
+      expect(ctx._waiting).toBe(-1);
+      expect(waitingForExpiry()).toBe(before);
+      currentSignal();
+      expect(ctx._waiting).toBeGreaterThanOrEqual(0);
+      expect(waitingForExpiry()).toBe(before + 1);
+    });
+    // Ended: it waits no more.
+    expect(ctx?._waiting).toBe(-1);
+    expect(waitingForExpiry()).toBe(before);
   });
 
   it('aborts with CancelledError(context-ended) when the context ends with work in flight', async () => {
@@ -310,18 +312,15 @@ describe('onStop listeners', () => {
     });
   });
 
-  it('unsubscribing the last listener disarms the timer', () => {
-    const timers = trackTimers();
-    try {
-      const ctx = createContext({ deadline: 60_000 });
-      const off = ctx.onStop(() => {});
-      expect(timers.live).toBe(1);
-      off();
-      expect(timers.live).toBe(0);
-      ctx.end();
-    } finally {
-      timers.restore();
-    }
+  it('unsubscribing the last listener takes the context out of the expiry queue', () => {
+    const before = waitingForExpiry();
+    const ctx = createContext({ deadline: 60_000 }) as Scope;
+    const off = ctx.onStop(() => {});
+    expect(waitingForExpiry()).toBe(before + 1);
+    off();
+    expect(ctx._waiting).toBe(-1);
+    expect(waitingForExpiry()).toBe(before);
+    ctx.end();
   });
 });
 

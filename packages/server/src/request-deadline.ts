@@ -27,6 +27,7 @@ import {
   type OtelSpan,
   type OutlivedReporter,
   Scope,
+  type StopOwner,
   spanOfTrace,
   traceOfSpan,
 } from '@deadline/core/internal';
@@ -111,7 +112,7 @@ export interface RequestHost {
 }
 
 /** @internal */
-export class RequestState implements RequestDeadline, OutlivedReporter {
+export class RequestState implements RequestDeadline, OutlivedReporter, StopOwner {
   context: OwnedContext;
   budget: RequestBudget;
   outcome: RequestOutcome | undefined;
@@ -135,7 +136,6 @@ export class RequestState implements RequestDeadline, OutlivedReporter {
    * hop; a caller's budget still bounds its outgoing calls.
    */
   longLived = false;
-  #unsubscribe: () => void;
   #root: Scope;
   /** The logger the end-of-request line went to: calls that outlive the request are logged there too. */
   #logger: LineLogger | undefined;
@@ -162,9 +162,10 @@ export class RequestState implements RequestDeadline, OutlivedReporter {
     // createContext({ root: true, … }) without its option checks: the hop was checked with the options.
     this.#root = Scope.root(Deadline.at(arrivedAt + budget.budgetMs, arrivedAt), trace, options.hop);
     this.context = this.#root;
-    this.#unsubscribe = this.context.onStop((reason) => this.#stopped(reason));
     this.#span = spanOfTrace(trace);
     if (this.#span !== undefined) annotateArrival(this.#span, options.hop, budget);
+    // Last: a budget already spent stops the context at once, and the answer reads the fields above.
+    this.#root._own(this, arrivedAt);
   }
 
   get deadline(): Deadline {
@@ -191,10 +192,10 @@ export class RequestState implements RequestDeadline, OutlivedReporter {
       narrowed.end();
       return true;
     }
-    this.#unsubscribe();
+    this.#disown();
     this.context = narrowed;
     this.budget = budget;
-    this.#unsubscribe = narrowed.onStop((reason) => this.#stopped(reason));
+    (narrowed as Scope)._own(this);
     return true;
   }
 
@@ -209,7 +210,7 @@ export class RequestState implements RequestDeadline, OutlivedReporter {
       message: `not starting: ${Math.floor(this.budget.budgetMs)} ms left, this route needs at least ${minMs} ms`,
     });
     // Not an expiry (no onExpire): the caller arrived with too little time.
-    this.#unsubscribe();
+    this.#disown();
     this.#answer(error);
     this.context.cancel(error);
   }
@@ -223,18 +224,19 @@ export class RequestState implements RequestDeadline, OutlivedReporter {
     if (this.longLived) return;
     this.longLived = true;
     if (this.budget.source === 'header') return;
-    this.#unsubscribe();
+    this.#disown();
     const previous = this.context as Scope;
     const root = this.#root;
     this.#root = Scope.root(Deadline.NONE, root.trace, this.options.hop);
     this.context = this.#root;
     this.budget = { ...this.budget, budgetMs: Number.POSITIVE_INFINITY, source: 'none' };
-    this.#unsubscribe = this.context.onStop((reason) => this.#stopped(reason));
+    this.#root._own(this);
     if (previous !== root) previous._release(this);
     root._release(this);
   }
 
-  #stopped(reason: StopReason): void {
+  /** The request's context stopped (its deadline, a cancellation, the client leaving). @internal */
+  _ownerStopped(reason: StopReason): void {
     if (reason instanceof DeadlineExceededError) {
       // A caller's budget on a long-lived route: its outgoing calls were cut; the stream is the route's own.
       if (this.longLived) return;
@@ -325,7 +327,7 @@ export class RequestState implements RequestDeadline, OutlivedReporter {
   finish(): void {
     const res = this.res;
     if (res === undefined) return;
-    this.#unsubscribe();
+    this.#disown();
     const disconnected = !res.writableFinished && this.outcome === undefined;
     if (disconnected) {
       this.outcome = 'cancelled';
@@ -370,6 +372,11 @@ export class RequestState implements RequestDeadline, OutlivedReporter {
       if (context !== this.#root) context._release(this);
       this.#root._release(this);
     }
+  }
+
+  /** Stops hearing of the request's context stopping. */
+  #disown(): void {
+    (this.context as Scope)._disown();
   }
 
   /** A call the handler left running ended after the response: one line, pointing to the right tool. */

@@ -217,14 +217,16 @@ export function conformanceSuite(harness: Harness): void {
       // And nothing left behind: the request ended well, so its context was released (not cancelled: nothing
       // of the handler's was still running), with no expiry timer and no listener kept.
       const context = (seen.get('context') as RequestDeadline).context as unknown as {
-        _timer?: unknown;
+        _waiting: number;
         _listeners?: unknown;
+        _owner?: unknown;
         _releasedAt: number;
       };
       expect((context as unknown as DeadlineContext).stopReason).toBeUndefined();
       expect(context._releasedAt).toBeGreaterThan(0);
-      expect(context._timer).toBeUndefined();
+      expect(context._waiting).toBe(-1);
       expect(context._listeners).toBeUndefined();
+      expect(context._owner).toBeUndefined();
       expect(ended).toMatchObject({
         traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
         hop: 'orders',

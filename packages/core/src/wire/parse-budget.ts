@@ -194,7 +194,26 @@ export function createBudgetParser(options: BudgetParserOptions = {}): BudgetPar
     });
   }
 
+  const acceptsOurs = dialects.includes('deadline');
+  const clamped = (ms: number, header: BudgetHeader, raw: unknown): ParsedBudget => ({
+    budgetMs: Math.min(ms, maxMs),
+    header,
+    value: printable(raw),
+    requestedMs: ms > maxMs ? ms : undefined,
+    ignored: NO_IGNORED,
+  });
+
   return function parseBudget(headers: HeaderSource): ParsedBudget {
+    // The common cases first, from node's plain headers: no budget header at all (the edge), or only ours (a hop
+    // of ours calling the next). Literal loads, no call per dialect: this runs for every request a server gets.
+    if (typeof (headers as { get?: unknown }).get !== 'function' && onlyOursIfAny(headers as PlainHeaders)) {
+      const ours = (headers as PlainHeaders)['x-request-deadline'];
+      if (ours === undefined) return NO_BUDGET;
+      if (acceptsOurs) {
+        const ms = parseMilliseconds(ours);
+        if (typeof ms === 'number') return clamped(ms, REQUEST_DEADLINE_HEADER, ours);
+      }
+    }
     let best: number | undefined;
     let bestHeader: BudgetHeader | undefined;
     let bestValue: unknown;
@@ -220,14 +239,20 @@ export function createBudgetParser(options: BudgetParserOptions = {}): BudgetPar
     if (best === undefined) {
       return ignored === undefined ? NO_BUDGET : { ...NO_BUDGET, ignored };
     }
-    return {
-      budgetMs: best > maxMs ? maxMs : best,
-      header: bestHeader,
-      value: printable(bestValue),
-      requestedMs: best > maxMs ? best : undefined,
-      ignored: ignored ?? NO_IGNORED,
-    };
+    const parsed = clamped(best, bestHeader as BudgetHeader, bestValue);
+    if (ignored !== undefined) parsed.ignored = ignored;
+    return parsed;
   };
+}
+
+/** Whether no budget header but ours (`X-Request-Deadline`) is present: every other name any reader knows is absent. */
+function onlyOursIfAny(headers: PlainHeaders): boolean {
+  return (
+    headers['grpc-timeout'] === undefined &&
+    headers['connect-timeout-ms'] === undefined &&
+    headers['x-envoy-expected-rq-timeout-ms'] === undefined &&
+    headers['x-request-deadline-at'] === undefined
+  );
 }
 
 let defaultParser: BudgetParser | undefined;
