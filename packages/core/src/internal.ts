@@ -43,6 +43,7 @@ export {
 export { runInSpanOf, spanOfTrace, traceOfSpan } from './opentelemetry/span-trace.js';
 export { type OutlivedReporter, Scope, type StopOwner } from './scope.js';
 export { outsideContext, storage } from './storage.js';
+export { NEW_TRACE } from './trace.js';
 export { isUnpatched, unpatched } from './unpatched.js';
 export { checkBoolean, checkFunction, checkGuard, checkHop, checkName, checkNumber, checkObject } from './validate.js';
 export { WaitQueue } from './wait-queue.js';

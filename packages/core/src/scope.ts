@@ -21,7 +21,7 @@ import { CancelledError, DeadlineExceededError, withoutStack } from './errors.js
 import { stopWaiting, waitForExpiry } from './expiry-queue.js';
 import type { IdempotencyKeys } from './idempotency-keys.js';
 import { storage } from './storage.js';
-import type { TraceContext } from './trace.js';
+import { NEW_TRACE, type TraceContext, traceFrom } from './trace.js';
 
 /**
  * Why a context stopped: its deadline passed, or it was cancelled (explicitly, by its parent, or by ending).
@@ -206,7 +206,6 @@ function callGuarded(listener: StopListener, reason: StopReason): void {
 /** @internal The implementation of {@link OwnedContext}. Create one through `createContext()`. */
 export class Scope implements OwnedContext {
   readonly deadline: Deadline;
-  readonly trace: TraceContext | undefined;
   readonly hop: string | undefined;
   readonly baggage: Readonly<Record<string, string>>;
   readonly bindings: Readonly<Record<string, unknown>>;
@@ -243,6 +242,8 @@ export class Scope implements OwnedContext {
   _outlivedReporter: OutlivedReporter | undefined;
   /** @internal False for the scope `withoutCancel()` makes: it has no owner, so nothing may cancel it. */
   readonly _cancellable: boolean;
+  /** @internal The trace; {@link NEW_TRACE} until a root that starts a trace is first asked for it. */
+  _trace: TraceContext | typeof NEW_TRACE | undefined;
 
   constructor(
     parent: Scope | undefined,
@@ -253,7 +254,7 @@ export class Scope implements OwnedContext {
   ) {
     this.parent = parent;
     this.deadline = deadline;
-    this.trace = meta.trace;
+    this._trace = meta.trace;
     this.hop = meta.hop;
     this.baggage = meta.baggage ?? NO_BAGGAGE;
     this.bindings = meta.bindings ?? NO_BINDINGS;
@@ -267,10 +268,24 @@ export class Scope implements OwnedContext {
    * server adapters that checked their hop once at registration: the per-call option checks (the hop's pattern
    * among them) were a measurable part of starting a request.
    */
-  static root(deadline: Deadline, trace: TraceContext | undefined, hop: string): Scope {
-    const scope = new Scope(undefined, deadline, { trace, hop, baggage: undefined, bindings: undefined }, false, true);
+  static root(deadline: Deadline, trace: TraceContext | typeof NEW_TRACE | undefined, hop: string): Scope {
+    const scope = new Scope(
+      undefined,
+      deadline,
+      { trace: undefined, hop, baggage: undefined, bindings: undefined },
+      false,
+      true,
+    );
+    scope._trace = trace;
     publishStart(scope);
     return scope;
+  }
+
+  get trace(): TraceContext | undefined {
+    const trace = this._trace;
+    // A request that brought no trace starts one, but its ids are only made when something reads them (a log
+    // line, an outgoing call, a child context): a server answering in time with logging off never does.
+    return trace === NEW_TRACE ? (this._trace = traceFrom()) : trace;
   }
 
   /** @internal Whether anything could ever stop this scope; if not, it needs no signal and keeps no listeners. */

@@ -1,6 +1,15 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { formatTraceparent, newSpanId, newTraceId, parseTraceparent, traceFrom } from '../src/index.ts';
+import {
+  createContext,
+  Deadline,
+  formatTraceparent,
+  newSpanId,
+  newTraceId,
+  parseTraceparent,
+  traceFrom,
+} from '../src/index.ts';
+import { NEW_TRACE, Scope } from '../src/internal.ts';
 
 const VALID = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 
@@ -72,5 +81,28 @@ describe('traceparent', () => {
     const ids = new Set(Array.from({ length: 5_000 }, () => newTraceId()));
     expect(ids.size).toBe(5_000);
     expect(newSpanId()).toMatch(/^[0-9a-f]{16}$/);
+  });
+});
+
+describe('a root that starts a new trace', () => {
+  it('makes it when first read, once: the same ids on every read and in the contexts made inside', () => {
+    const root = Scope.root(Deadline.fromNow(1_000), NEW_TRACE, 'hop');
+    expect(root._trace).toBe(NEW_TRACE);
+    const trace = root.trace;
+    expect(trace?.traceId).toMatch(/^[0-9a-f]{32}$/);
+    expect(trace?.parentId).toBeUndefined();
+    expect(root.trace).toBe(trace);
+    const child = root.run(() => createContext({ deadline: 500 }));
+    expect(child.trace).toBe(trace);
+    child.end();
+    root.end();
+  });
+
+  it('two roots get two traces', () => {
+    const a = Scope.root(Deadline.fromNow(1_000), NEW_TRACE, 'hop');
+    const b = Scope.root(Deadline.fromNow(1_000), NEW_TRACE, 'hop');
+    expect(a.trace?.traceId).not.toBe(b.trace?.traceId);
+    a.end();
+    b.end();
   });
 });

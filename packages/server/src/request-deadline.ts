@@ -24,6 +24,7 @@ import {
 import {
   activeRequestSpan,
   monotonicNow,
+  NEW_TRACE,
   type OtelSpan,
   type OutlivedReporter,
   Scope,
@@ -149,7 +150,7 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
     host: RequestHost,
     budget: RequestBudget,
     arrivedAt: number,
-    trace: TraceContext,
+    trace: TraceContext | typeof NEW_TRACE,
     hostData: unknown,
   ) {
     this.req = req;
@@ -162,7 +163,7 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
     // createContext({ root: true, … }) without its option checks: the hop was checked with the options.
     this.#root = Scope.root(Deadline.at(arrivedAt + budget.budgetMs, arrivedAt), trace, options.hop);
     this.context = this.#root;
-    this.#span = spanOfTrace(trace);
+    this.#span = trace === NEW_TRACE ? undefined : spanOfTrace(trace);
     if (this.#span !== undefined) annotateArrival(this.#span, options.hop, budget);
     // Last: a budget already spent stops the context at once, and the answer reads the fields above.
     this.#root._own(this, arrivedAt);
@@ -489,10 +490,11 @@ function pathOf(url: string | undefined): string {
  * already continued the caller's trace); else the caller's, continued, or a new one.
  * @internal
  */
-export function requestTrace(headers: IncomingHttpHeaders): TraceContext {
+export function requestTrace(headers: IncomingHttpHeaders): TraceContext | typeof NEW_TRACE {
   const span = activeRequestSpan();
   if (span !== undefined) return traceOfSpan(span, headers.traceparent);
-  return traceFrom(headers.traceparent, headers.tracestate);
+  const traceparent = headers.traceparent;
+  return traceparent === undefined ? NEW_TRACE : traceFrom(traceparent, headers.tracestate);
 }
 
 /**
