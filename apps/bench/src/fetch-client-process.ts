@@ -1,6 +1,7 @@
 /**
  * One fetch client in its own process, for counting its instructions (instructions.ts): `node
- * dist/fetch-client-process.js <variant> <url> <warm-up> <requests>`. It fetches `warm-up` times, prints `WARM`,
+ * dist/fetch-client-process.js <variant> <url> <warm-up> <requests>`. It fetches `warm-up` times, collects all
+ * garbage, fetches 1,000 times more (see below), prints `WARM`,
  * waits for a line on stdin (the runner switches counting on meanwhile), fetches `requests` times, prints `DONE`,
  * and waits to be killed. Four fetches in flight at a time, every one inside a deadline context: that is where the
  * library's interceptor does its work (a budget computed, headers written, the call watched).
@@ -14,6 +15,8 @@ import { FETCH_VARIANTS, type FetchVariant } from './fetch-variants.js';
 const CONCURRENCY = 4;
 /** Far beyond any run: the deadline never fires; what is counted is the work each call does under it. */
 const BUDGET_MS = 600_000;
+/** Calls after the collection that opens the window, before it opens (see below). */
+const REWARM = 1_000;
 
 async function fetchTimes(url: string, dispatcher: Dispatcher, times: number): Promise<void> {
   const init = { dispatcher } as unknown as RequestInit;
@@ -42,13 +45,16 @@ if (make === undefined || url === undefined) {
 }
 const dispatcher = make();
 await fetchTimes(url, dispatcher, Number(warmUp));
-// A full collection on each side of the window: the window then holds its own garbage's collection, whole, not
-// whichever major GC happened to fall into it (fetch allocates enough that one moved a count by ±10 %).
+// A full collection before the window: no window inherits an old generation that happens to be near its limit
+// (before, one major GC more or less in a window moved a count by ±10 %). None after it: a full collection
+// costs what the live heap holds (~70M instructions on Node 24), not what the window's fetches left behind.
 collect();
+// A forced collection also throws compiled code away (V8 flushes it), and V8 then compiles fetch's path again
+// over the next ~1,000 calls — more than half of a window's instructions, had they fallen in it: warm up again.
+await fetchTimes(url, dispatcher, REWARM);
 console.log('WARM');
 await once(process.stdin, 'data');
 await fetchTimes(url, dispatcher, Number(requests));
-collect();
 console.log('DONE');
 // Alive until the runner has taken its count and kills it: an exit now would count the exit too.
 setInterval(() => {}, 1 << 30);

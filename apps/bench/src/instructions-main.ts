@@ -12,7 +12,7 @@ import { writeFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { startDownstream } from './fetch-overhead.js';
 import type { FetchVariant } from './fetch-variants.js';
-import { type CountOptions, canCountInstructions, countInstructions, type Target } from './instructions.js';
+import { type Count, type CountOptions, canCountInstructions, countInstructions, type Target } from './instructions.js';
 import { findNewerNodes, type NodeBinary } from './node-versions.js';
 import type { Variant } from './servers.js';
 
@@ -51,15 +51,37 @@ const onlyMajors = process.argv[process.argv.indexOf('--node') + 1]?.split(',').
 const wantMajor = (version: string) =>
   !process.argv.includes('--node') || (onlyMajors ?? []).includes(Number(version.replace(/^v/, '').split('.')[0]));
 /**
- * Server counts after 30,000 responses repeat within 0.5k (Node 22 and 24 are still optimising hot code after
- * 8,000; after 12,000 Node 26's floor and peer rows came out 3–9k apart from run to run). A client needs 10,000
- * fetches (after 6,000 its counts on Node 24 were a third lower and unstable); each client window is framed by full
- * collections (fetch-client-process.ts). A count then takes ~40 s (server) and ~65 s (client) here, most of it
- * valgrind starting Node and running the warm-up.
+ * How long each count warms up and how many requests it counts. V8's compilers' work is left out of every count
+ * (callgrind-dump.ts), so a window need only be long enough to average over young-generation collections, while
+ * the warm-up must bring the code to the shape it keeps: express on Node 24 deoptimizes and recompiles its path
+ * ~25,000 requests in (10k instructions per request more, measured at 25,000), so express warms up 30,000 from
+ * Node 24 on, where a request costs a quarter of what it does on Node 20 and 22 — there 15,000 (as optimised as
+ * 30,000, and within their ±5 % noise: one major GC more or less in a window). Windows of 2,000 and 5,000
+ * agree within 0.3k for fastify. A client's window opens after a full collection (fetch-client-process.ts); its
+ * 600 fetches counted in two runs agreed within 2 %. A count takes ~20 s (fastify), 30–40 s (express) and ~30 s (fetch)
+ * here, most of it valgrind starting Node and running the warm-up: 40 counts, two at a time, in ~9 minutes.
  */
-const COUNTS: Record<Target['kind'], CountOptions> = quick
-  ? { server: { warmUp: 1_000, requests: 200 }, client: { warmUp: 500, requests: 100 } }
-  : { server: { warmUp: 30_000, requests: 5_000 }, client: { warmUp: 10_000, requests: 2_000 } };
+const COUNTS: Record<Row['framework'], CountOptions> = quick
+  ? {
+      fastify: { warmUp: 1_000, requests: 200 },
+      express: { warmUp: 1_000, requests: 200 },
+      fetch: { warmUp: 500, requests: 100 },
+    }
+  : {
+      fastify: { warmUp: 25_000, requests: 2_000 },
+      express: { warmUp: 30_000, requests: 1_000 },
+      fetch: { warmUp: 4_000, requests: 600 },
+    };
+/** Node 20 and 22 (V8 11 and 12): express's shorter warm-up (above). */
+const EXPRESS_WARM_UP_BEFORE_24 = 15_000;
+
+function countsFor(row: Row, node: NodeBinary): CountOptions {
+  const options = COUNTS[row.framework];
+  const major = Number(node.version.replace(/^v/, '').split('.')[0]);
+  return row.framework === 'express' && !quick && major < 24
+    ? { ...options, warmUp: EXPRESS_WARM_UP_BEFORE_24 }
+    : options;
+}
 const AT_ONCE = Math.max(1, Math.min(2, cpus().length));
 
 const progress = (line: string) => process.stderr.write(`\r${line.padEnd(90)}`);
@@ -67,14 +89,15 @@ const progress = (line: string) => process.stderr.write(`\r${line.padEnd(90)}`);
 /** Each Node's count for each row, and the time the whole run took. */
 interface Report {
   machine: { node: string; cpus: number; cpu: string };
-  options: typeof COUNTS;
+  options: typeof COUNTS & { expressWarmUpBeforeNode24: number };
   nodes: string[];
   skipped: { version: string; reason: string }[];
   rows: {
     framework: Row['framework'];
     role: Role;
     variant: string;
-    counts: Record<string, { instructionsPerRequest: number; ratioToBare: number }>;
+    /** Per Node: the count without the JIT's work, its ratio to bare, and the JIT's work left out. */
+    counts: Record<string, { instructionsPerRequest: number; ratioToBare: number; jitPerRequest: number }>;
   }[];
   seconds: number;
 }
@@ -102,28 +125,32 @@ const nodes: NodeBinary[] = [{ version: process.version, path: process.execPath 
 const downstream = await startDownstream();
 let done = 0;
 const total = nodes.length * rows.length;
-const counts = new Map<string, number>();
-try {
-  await pooled(
-    nodes.flatMap((node) =>
-      rows.map((row) => async () => {
-        const count = await countInstructions(node.path, row.target, COUNTS[row.target.kind], downstream.url);
-        counts.set(`${node.version} ${row.target.variant}`, count);
-        progress(`instructions: ${++done}/${total} (${node.version} ${row.target.variant}: ${kilo(count)})`);
-      }),
-    ),
-    AT_ONCE,
+const counts = new Map<string, Count>();
+const job = (node: NodeBinary, row: Row) => async () => {
+  const count = await countInstructions(node.path, row.target, countsFor(row, node), downstream.url);
+  counts.set(`${node.version} ${row.target.variant}`, count);
+  progress(
+    `instructions: ${++done}/${total} (${node.version} ${row.target.variant}: ${kilo(count.instructionsPerRequest)})`,
   );
+};
+const jobsOf = (kind: Target['kind']) =>
+  nodes.flatMap((node) => rows.filter((row) => row.target.kind === kind).map((row) => job(node, row)));
+try {
+  // The servers first, then the clients: a client's count moves with how its downstream's answers arrive (loop
+  // turns, reads, microtask checkpoints per fetch), so clients run beside each other, not beside autocannon
+  // driving a server from this process. (Not shown to matter: a run that mixed them agreed within 2 %.)
+  await pooled(jobsOf('server'), AT_ONCE);
+  await pooled(jobsOf('client'), AT_ONCE);
 } finally {
   downstream.child.kill();
 }
 process.stderr.write('\n');
 
-const countOf = (node: NodeBinary, row: Row) => counts.get(`${node.version} ${row.target.variant}`) as number;
+const countOf = (node: NodeBinary, row: Row) => counts.get(`${node.version} ${row.target.variant}`) as Count;
 const bareOf = (row: Row) => ROWS.find((other) => other.framework === row.framework && other.role === 'bare') as Row;
 const report: Report = {
   machine: { node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown' },
-  options: COUNTS,
+  options: { ...COUNTS, expressWarmUpBeforeNode24: EXPRESS_WARM_UP_BEFORE_24 },
   nodes: nodes.map((node) => node.version),
   skipped: newer.skipped,
   rows: rows.map((row) => ({
@@ -134,8 +161,12 @@ const report: Report = {
       nodes.map((node) => [
         node.version,
         {
-          instructionsPerRequest: Math.round(countOf(node, row)),
-          ratioToBare: Math.round((countOf(node, bareOf(row)) / countOf(node, row)) * 1000) / 1000,
+          instructionsPerRequest: Math.round(countOf(node, row).instructionsPerRequest),
+          ratioToBare:
+            Math.round(
+              (countOf(node, bareOf(row)).instructionsPerRequest / countOf(node, row).instructionsPerRequest) * 1000,
+            ) / 1000,
+          jitPerRequest: Math.round(countOf(node, row).jitPerRequest),
         },
       ]),
     ),
@@ -144,7 +175,7 @@ const report: Report = {
 };
 
 console.log(
-  `\nInstructions per request (callgrind; in brackets: bare ÷ this, 1 = no overhead)${quick ? ' — quick: smoke only' : ''}:`,
+  `\nInstructions per request (callgrind, V8's compilers left out; in brackets: bare ÷ this, 1 = no overhead)${quick ? ' — quick: smoke only' : ''}:`,
 );
 console.table(
   report.rows.map((row) => ({

@@ -3,7 +3,8 @@
  * count does not move when other tenants of a shared machine take the CPU. Each measured process runs
  * single-threaded (V8's background compiler and GC threads would otherwise add work that varies run to run);
  * counting is switched on only after a warm-up, and only in the measured process: a server (servers.ts) under
- * autocannon's load, or a fetch client (fetch-client-process.ts) against a bare downstream.
+ * autocannon's load, or a fetch client (fetch-client-process.ts) against a bare downstream. The work of V8's
+ * compilers that still falls in the window is left out of the count and reported beside it (callgrind-dump.ts).
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
@@ -12,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import { readDump } from './callgrind-dump.js';
 import type { FetchVariant } from './fetch-variants.js';
 import { readyUrl } from './ready-url.js';
 import type { Variant } from './servers.js';
@@ -55,12 +57,26 @@ function toggle(child: ChildProcess, on: boolean): void {
   execFileSync('callgrind_control', ['-i', on ? 'on' : 'off', String(child.pid)], { stdio: 'ignore' });
 }
 
-/** The count of the window: the dump taken on request is `callgrind.<pid>.1`, its `totals:` line the count. */
-async function windowCount(child: ChildProcess, dir: string, what: string): Promise<number> {
+/**
+ * V8's entries from running code into its compilers and its tiering decisions (names from V8 11 to 14): lazy
+ * compilation, Sparkplug, Maglev and TurboFan, on-stack replacement. None of them calls another.
+ */
+const JIT_ENTRIES =
+  /v8::internal::Runtime_(Compile\w*|Optimize(Turbofan|Maglev)\w*|InstallBaselineCode|BytecodeBudgetInterrupt\w*)\(/;
+
+/** A window's count, per request: without the JIT's work in it (see callgrind-dump.ts), and that work. */
+export interface Count {
+  instructionsPerRequest: number;
+  jitPerRequest: number;
+}
+
+/** The count of the window: the dump taken on request is `callgrind.<pid>.1`. */
+async function windowCount(child: ChildProcess, dir: string, what: string, requests: number): Promise<Count> {
   execFileSync('callgrind_control', ['-d', String(child.pid)], { stdio: 'ignore' });
   const dump = (await readdir(dir)).find((name) => name.endsWith('.1'));
   if (dump === undefined) throw new Error(`${what}: no callgrind dump`);
-  return Number(/^totals:\s+(\d+)/m.exec(await readFile(join(dir, dump), 'utf8'))?.[1]);
+  const { total, under } = readDump(await readFile(join(dir, dump), 'utf8'), JIT_ENTRIES);
+  return { instructionsPerRequest: (total - under) / requests, jitPerRequest: under / requests };
 }
 
 async function stop(child: ChildProcess): Promise<void> {
@@ -68,7 +84,7 @@ async function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
 }
 
-async function countServer(node: string, variant: Variant, options: CountOptions, dir: string): Promise<number> {
+async function countServer(node: string, variant: Variant, options: CountOptions, dir: string): Promise<Count> {
   const script = fileURLToPath(new URL('./server-process.js', import.meta.url));
   const child = underCallgrind(node, dir, script, [variant]);
   try {
@@ -96,7 +112,7 @@ async function countServer(node: string, variant: Variant, options: CountOptions
         }
       });
     });
-    return (await windowCount(child, dir, variant)) / options.requests;
+    return await windowCount(child, dir, variant, options.requests);
   } finally {
     await stop(child);
   }
@@ -137,7 +153,7 @@ async function countClient(
   downstream: string,
   options: CountOptions,
   dir: string,
-): Promise<number> {
+): Promise<Count> {
   const script = fileURLToPath(new URL('./fetch-client-process.js', import.meta.url));
   const child = underCallgrind(node, dir, script, [
     variant,
@@ -152,22 +168,22 @@ async function countClient(
     child.stdin?.write('GO\n');
     await printed('DONE');
     toggle(child, false);
-    return (await windowCount(child, dir, variant)) / options.requests;
+    return await windowCount(child, dir, variant, options.requests);
   } finally {
     await stop(child);
   }
 }
 
 /**
- * Instructions per request of `target`, run by `node`; `downstream` is the URL a client fetches (a bare server
- * of the caller's, not counted).
+ * Instructions per request of `target`, run by `node` (V8's compilers' share apart); `downstream` is the URL a
+ * client fetches (a bare server of the caller's, not counted).
  */
 export async function countInstructions(
   node: string,
   target: Target,
   options: CountOptions,
   downstream: string,
-): Promise<number> {
+): Promise<Count> {
   const dir = await mkdtemp(join(tmpdir(), 'deadline-callgrind-'));
   try {
     return target.kind === 'server'

@@ -1,41 +1,44 @@
 /**
  * Hello-world servers, bare and with each library, one per process: AsyncLocalStorage's hooks are
  * process-wide on Node 20, so a bare server must not share a process with an instrumented one.
- * Each runs in its own process through server-process.ts.
+ * Each runs in its own process through server-process.ts, and loads only what it uses: under valgrind each
+ * module loaded costs a second or more of startup, and a bare server holds nothing of the libraries.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Server } from 'node:http';
-import { deadline } from '@deadline/express';
-import { fastifyDeadline } from '@deadline/fastify';
-import { fastifyRequestContext } from '@fastify/request-context';
-import express from 'express';
-import Fastify from 'fastify';
-import { registerOpenTelemetry } from './opentelemetry.js';
 
 const hello = { hello: 'world' };
 
+const Fastify = async () => (await import('fastify')).default;
+const express = async () => (await import('express')).default;
+
 /** The hello-world fastify server, with or without `@deadline/fastify`. */
 async function fastifyServer(withDeadline: boolean): Promise<Server> {
-  const app = Fastify({ logger: false });
-  if (withDeadline) await app.register(fastifyDeadline, { serviceName: 'bench' });
+  const app = (await Fastify())({ logger: false });
+  if (withDeadline) await app.register((await import('@deadline/fastify')).fastifyDeadline, { serviceName: 'bench' });
   app.get('/', async () => hello);
   await app.listen({ port: 0, host: '127.0.0.1' });
   return app.server;
+}
+
+/** OpenTelemetry registered, before the framework is loaded (its instrumentations patch modules as they load). */
+async function withOpenTelemetry(): Promise<void> {
+  (await import('./opentelemetry.js')).registerOpenTelemetry();
 }
 
 export const VARIANTS = {
   fastify: () => fastifyServer(false),
   'fastify + @deadline/fastify': () => fastifyServer(true),
   'fastify + @fastify/request-context': async () => {
-    const app = Fastify({ logger: false });
-    await app.register(fastifyRequestContext);
+    const app = (await Fastify())({ logger: false });
+    await app.register((await import('@fastify/request-context')).fastifyRequestContext);
     app.get('/', async () => hello);
     await app.listen({ port: 0, host: '127.0.0.1' });
     return app.server;
   },
   // The floor: the least any AsyncLocalStorage-based library can do — one `als.run` per request, nothing else.
   'fastify + als.run only': async () => {
-    const app = Fastify({ logger: false });
+    const app = (await Fastify())({ logger: false });
     const als = new AsyncLocalStorage<object>();
     app.addHook('onRequest', (_request, _reply, next) => als.run({}, next));
     app.get('/', async () => hello);
@@ -43,31 +46,31 @@ export const VARIANTS = {
     return app.server;
   },
   // An OpenTelemetry-instrumented service (a server span per request), without and with the library.
-  'fastify + OpenTelemetry': () => {
-    registerOpenTelemetry();
+  'fastify + OpenTelemetry': async () => {
+    await withOpenTelemetry();
     return fastifyServer(false);
   },
-  'fastify + OpenTelemetry + @deadline/fastify': () => {
-    registerOpenTelemetry();
+  'fastify + OpenTelemetry + @deadline/fastify': async () => {
+    await withOpenTelemetry();
     return fastifyServer(true);
   },
   express: async () => {
-    const app = express();
+    const app = (await express())();
     app.get('/', (_req, res) => {
       res.json(hello);
     });
     return listen(app);
   },
   'express + @deadline/express': async () => {
-    const app = express();
-    app.use(deadline({ serviceName: 'bench' }));
+    const app = (await express())();
+    app.use((await import('@deadline/express')).deadline({ serviceName: 'bench' }));
     app.get('/', (_req, res) => {
       res.json(hello);
     });
     return listen(app);
   },
   'express + als.run only': async () => {
-    const app = express();
+    const app = (await express())();
     const als = new AsyncLocalStorage<object>();
     app.use((_req, _res, next) => als.run({}, next));
     app.get('/', (_req, res) => {
@@ -92,7 +95,7 @@ export const BASELINE: Record<Variant, Variant> = {
   'express + als.run only': 'express',
 };
 
-function listen(app: ReturnType<typeof express>): Promise<Server> {
+function listen(app: import('express').Express): Promise<Server> {
   return new Promise((resolve) => {
     const server = app.listen(0, '127.0.0.1', () => resolve(server));
   });
