@@ -49,8 +49,9 @@ await fetchTimes(url, dispatcher, Number(warmUp));
 // (before, one major GC more or less in a window moved a count by ±10 %). None after it: a full collection
 // costs what the live heap holds (~70M instructions on Node 24), not what the window's fetches left behind.
 collect();
-// A forced collection also throws compiled code away (V8 flushes it), and V8 then compiles fetch's path again
-// over the next ~1,000 calls — more than half of a window's instructions, had they fallen in it: warm up again.
+// After a forced collection V8 optimises fetch's path again (--trace-opt shows it marking and compiling the same
+// functions over the next ~1,000 calls; more than half of a window's instructions, had they fallen in it): warm
+// up again. (On Node 22 the compiling never stops: see docs/benchmarks.md.)
 await fetchTimes(url, dispatcher, REWARM);
 console.log('WARM');
 await once(process.stdin, 'data');

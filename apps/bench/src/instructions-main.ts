@@ -48,8 +48,10 @@ const onlyFrameworks = process.argv.includes('--only')
   : undefined;
 const rows = ROWS.filter((row) => onlyFrameworks === undefined || onlyFrameworks.includes(row.framework));
 const onlyMajors = process.argv[process.argv.indexOf('--node') + 1]?.split(',').map(Number);
+/** `v24.22.3` → 24. */
+const majorOf = (version: string) => Number(version.replace(/^v/, '').split('.')[0]);
 const wantMajor = (version: string) =>
-  !process.argv.includes('--node') || (onlyMajors ?? []).includes(Number(version.replace(/^v/, '').split('.')[0]));
+  !process.argv.includes('--node') || (onlyMajors ?? []).includes(majorOf(version));
 /**
  * How long each count warms up and how many requests it counts. V8's compilers' work is left out of every count
  * (callgrind-dump.ts), so a window need only be long enough to average over young-generation collections, while
@@ -77,8 +79,7 @@ const EXPRESS_WARM_UP_BEFORE_24 = 15_000;
 
 function countsFor(row: Row, node: NodeBinary): CountOptions {
   const options = COUNTS[row.framework];
-  const major = Number(node.version.replace(/^v/, '').split('.')[0]);
-  return row.framework === 'express' && !quick && major < 24
+  return row.framework === 'express' && !quick && majorOf(node.version) < 24
     ? { ...options, warmUp: EXPRESS_WARM_UP_BEFORE_24 }
     : options;
 }
