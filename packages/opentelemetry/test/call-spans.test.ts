@@ -185,6 +185,16 @@ describe.runIf(mariadb)('MariaDB', () => {
     expect(eventNames(span)).toEqual(['deadline.exceeded', 'deadline.cancel_requested', 'deadline.cancel_confirmed']);
     expect(span.attributes).toMatchObject({ 'deadline.cancel': 'confirmed', 'deadline.confirmed_by': 'KILL QUERY' });
   });
+
+  it('a prepared statement cut off: confirmed on the span of its EXECUTE (sent behind its PREPARE)', async () => {
+    const error = await runWithDeadline(300, () => db.execute('SELECT SLEEP(?) AS prepared', [5])).catch((e) => e);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    const span = await ended((s) =>
+      String(s.attributes['db.statement'] ?? s.attributes['db.query.text']).includes('AS prepared'),
+    );
+    expect(eventNames(span)).toEqual(['deadline.exceeded', 'deadline.cancel_requested', 'deadline.cancel_confirmed']);
+    expect(span.attributes).toMatchObject({ 'deadline.cancel': 'confirmed', 'deadline.confirmed_by': 'KILL QUERY' });
+  });
 });
 
 const redis = await requireService(REDIS);
