@@ -3,13 +3,23 @@
  *
  * `performance.now()` is monotonic: NTP steps and manual clock changes cannot make elapsed time negative or
  * stretch a budget, which is why wall-clock (`Date.now()`) arithmetic never appears in this package.
- * The global is read on every call (not captured once) so that test fake-timers that swap
- * `globalThis.performance` see the same time as the timers they also fake.
+ * Test fake timers that swap `globalThis.performance` (with the timers they also fake) are followed: while
+ * `globalThis.setTimeout` is still the one this module found, the clock is the one it found too; once a fake
+ * swapped the timers, the clock is read from the global again.
  */
 
-/** Milliseconds on this process's monotonic clock (fractional). Only differences between two readings mean anything. */
+/** The timer function and the clock this module found when it loaded. */
+const loadedSetTimeout = globalThis.setTimeout;
+const loadedPerformance = globalThis.performance;
+
+/**
+ * Milliseconds on this process's monotonic clock (fractional). Only differences between two readings mean anything.
+ * Not `globalThis.performance.now()` on every call: Node defines `performance` on the global as a lazy getter, and
+ * reading it there cost 0.6k instructions per fastify request (callgrind, Node 20 and 24); `setTimeout` is a plain
+ * property, a load the JIT folds.
+ */
 export function monotonicNow(): number {
-  return globalThis.performance.now();
+  return globalThis.setTimeout === loadedSetTimeout ? loadedPerformance.now() : globalThis.performance.now();
 }
 
 /**

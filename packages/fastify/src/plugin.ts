@@ -100,6 +100,10 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
     anyRouteLimits = true;
   });
 
+  // The request whose chain runs now, synchronously inside its context's run(): its preValidation hook is still
+  // in the context, known without asking AsyncLocalStorage (on Node 20 and 22, ~0.35k instructions a request).
+  let chainInContext: RequestState | undefined;
+
   const onRequest: onRequestHookHandler = (request, reply, next) => {
     const arrivedAt = monotonicNow();
     let limits = anyRouteLimits ? limitsOf(request.routeOptions.config as never) : resolved.limits;
@@ -121,14 +125,21 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
     request.deadline = state;
     // Refused (the budget is below the route's minimum): the 504 is on its way; the chain must not run.
     if (state.outcome !== undefined) return;
-    state.context.run(next);
+    const outer = chainInContext;
+    chainInContext = state;
+    try {
+      state.context.run(next);
+    } finally {
+      chainInContext = outer;
+    }
   };
 
   const preValidation: preValidationHookHandler = (request, _reply, next) => {
     const state = request.deadline as RequestState | null;
-    // Nearly always still in the context (fastify parses the body in an AsyncResource of the request's): one
-    // comparison. Else a hook of the app's called back from elsewhere (an event emitter, a pooled socket).
-    if (state === null || withinRequest(storage.getStore(), state.context)) next();
+    // Nearly always still in the context: reached without a pause from onRequest (a GET), or after fastify parsed
+    // the body in an AsyncResource of the request's. Else a hook of the app's called back from elsewhere (an event
+    // emitter, a pooled socket).
+    if (state === null || state === chainInContext || withinRequest(storage.getStore(), state.context)) next();
     else state.context.run(next);
   };
 

@@ -14,6 +14,12 @@ const MAX_MS_VALUE = 9_999_999_999;
  * @internal
  */
 export function parseMilliseconds(raw: unknown): number | Refusal {
+  // What arrives nearly always: one value, bare digits. Read at once; anything else (whitespace to trim, a list,
+  // zero) takes the full checks below.
+  if (typeof raw === 'string') {
+    const ms = digitsValue(raw, MAX_MS_DIGITS);
+    if (ms > 0) return ms;
+  }
   const text = singleValue(raw);
   if (typeof text !== 'string') return text;
   const ms = digitsValue(text, MAX_MS_DIGITS);
