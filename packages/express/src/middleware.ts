@@ -8,7 +8,7 @@ import type { DeadlineServerOptions, LineLogger, RequestBudget, RequestDeadline 
 import {
   createParser,
   emitInContext,
-  finishOnClose,
+  finishWithResponse,
   isLongLived,
   isTrusted,
   needsRequestContext,
@@ -109,8 +109,8 @@ export function deadline(options?: ExpressDeadlineOptions) {
       req.deadline = state;
       emitInContext(req, state, needsRequestContext);
       emitInContext(res, state, needsResponseContext);
-      finishOnClose(res, state);
     }
+    finishWithResponse(req, res, state);
     if (state.admit(resolved.limits.minMs)) state.context.run(next);
   };
 }

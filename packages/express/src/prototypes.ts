@@ -7,7 +7,8 @@
  * each new own property costs a slow runtime call, then slows every later property access on that object. Counted
  * with callgrind, that was most of this middleware's cost. Defined once on the shared prototypes, with the
  * per-request state in a WeakMap, it is paid once per process. For the same reason the response's end is seen
- * in the wrapped `emit` rather than through a `close` listener added to each response.
+ * in the wrapped `emit` (besides the server's own finish, see @deadline/server's response-end.ts) rather than
+ * through a `close` listener added to each response.
  */
 
 import type { EventEmitter } from 'node:events';

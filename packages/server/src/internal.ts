@@ -14,7 +14,6 @@ export {
 } from './options.js';
 export { rawHost } from './raw-host.js';
 export {
-  finishOnClose,
   type RequestHost,
   RequestState,
   reportHookError,
@@ -22,3 +21,4 @@ export {
   startRequest,
 } from './request-deadline.js';
 export { type DeadlineAnswer, deadlineAnswer, silenceLateWrites, writeAnswer } from './respond.js';
+export { finishWithResponse } from './response-end.js';

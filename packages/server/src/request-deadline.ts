@@ -1,10 +1,12 @@
 /**
  * One request's deadline on a server hop, from arrival to the end-of-request log line. Adapters translate
  * their host's hooks into three calls: `startRequest()` when the request arrives, `ctx.run()` around the
- * handler chain, and nothing else — the response's `close` event ends it.
+ * handler chain, and nothing else — the end of the response ends it (response-end.ts: the server's finish, or a
+ * close before it).
  *
- * The reliable end signal is the response's `close` event: without `writableFinished` it means the client
- * left before the answer (fastify 5's `request.signal` and `onRequestAbort` were seen to misfire for POSTs).
+ * The reliable end signals are the server's own: a response finished, or closed before that, which means the
+ * client left before the answer (fastify 5's `request.signal` and `onRequestAbort` were seen to misfire for
+ * POSTs).
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import {
@@ -35,6 +37,7 @@ import {
 import type { RequestBudget } from './budget.js';
 import { hasRequestEndSubscribers, publishRequestEnd } from './diagnostics.js';
 import type { LineLogger, ResolvedLimits, ResolvedOptions } from './options.js';
+import { finishWithResponse } from './response-end.js';
 import { annotateArrival, annotateEnd, annotateStop } from './span-attributes.js';
 
 /**
@@ -324,12 +327,17 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
     return false;
   }
 
-  /** The response closed: classify, cancel work left running if the client went away, end, log. Once. */
-  finish(): void {
+  /**
+   * The response is over: classify, cancel work left running if the client went away, end, log. Once.
+   * `finished`: the server finished the response (its last bytes may still be on their way to the socket); left
+   * out, the response says whether it was fully sent.
+   */
+  finish(finished?: boolean): void {
     const res = this.res;
     if (res === undefined) return;
     this.#disown();
-    const disconnected = !res.writableFinished && this.outcome === undefined;
+    const sent = finished === true || res.writableFinished;
+    const disconnected = !sent && this.outcome === undefined;
     if (disconnected) {
       this.outcome = 'cancelled';
       const error = new CancelledError('the client closed the connection before the response', {
@@ -351,7 +359,7 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
       }
     }
     if (this.#span !== undefined) annotateEnd(this.#span, this.outcome as RequestOutcome, this.exceededBy, this.budget);
-    this.#end(res);
+    this.#end(sent);
     this.#writeLine(statusCode);
     this.req = undefined;
     this.res = undefined;
@@ -364,9 +372,9 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
    * `callOutlived`). A request that failed (its client left, its response was cut) cancels its work, as does
    * every request with `cancelOnEnd` (Go's rule).
    */
-  #end(res: ServerResponse): void {
+  #end(sent: boolean): void {
     const context = this.context as Scope;
-    if (this.options.cancelOnEnd || !res.writableFinished) {
+    if (this.options.cancelOnEnd || !sent) {
       if (context !== this.#root) context._end();
       this.#root._end();
     } else {
@@ -498,20 +506,8 @@ export function requestTrace(headers: IncomingHttpHeaders): TraceContext | typeo
 }
 
 /**
- * Ends the request's deadline when its response closes. For adapters that cannot see the response's events
- * otherwise (express sees them on its shared prototype and registers nothing).
- * @internal
- */
-export function finishOnClose(res: ServerResponse, state: RequestState): void {
-  // `close` comes once per response; `on` spares the wrapper `once` would allocate per request. First, before
-  // the listeners: OpenTelemetry's http instrumentation ends the server span on `close`, and the request's
-  // outcome must be on it by then (express runs finish() before the listeners too, see prototypes.ts).
-  res.prependListener('close', () => state.finish());
-}
-
-/**
  * Starts a request's deadline: budget from headers (if trusted) or the route default, clamped, anchored at
- * `arrivedAt` on the monotonic clock. Registers the response's `close` listener that ends it.
+ * `arrivedAt` on the monotonic clock. Has the end of the response end it (response-end.ts).
  * Returns the state; when `state.outcome` is already set, the request was refused and the handler must not run.
  * @internal
  */
@@ -527,7 +523,7 @@ export function startRequest(
 ): RequestState {
   const state = new RequestState(req, res, options, host, budget, arrivedAt, requestTrace(req.headers), hostData);
   state.longLived = limits.longLived;
-  finishOnClose(res, state);
+  finishWithResponse(req, res, state);
   state.admit(limits.minMs);
   return state;
 }

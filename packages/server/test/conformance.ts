@@ -4,6 +4,7 @@
  */
 import diagnostics from 'node:diagnostics_channel';
 import { EventEmitter, once } from 'node:events';
+import { connect } from 'node:net';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -83,6 +84,18 @@ export function conformanceSuite(harness: Harness): void {
         slowHandlers.on('done', onDone);
       });
 
+    /** A handler that tells `started[key]` it runs, `signals[key]` why its context stopped, then answers. */
+    const waitForStop =
+      (key: string) =>
+      async (io: Io): Promise<void> => {
+        const signal = io.deadline.context.signal as AbortSignal;
+        signals[key] = deferred<StopReason>();
+        signal.addEventListener('abort', () => signals[key]?.resolve(signal.reason), { once: true });
+        started[key]?.resolve();
+        await once(signal, 'abort');
+        io.reply(200, {});
+      };
+
     const routes: Route[] = [
       {
         method: 'GET',
@@ -129,18 +142,17 @@ export function conformanceSuite(harness: Harness): void {
           throw new CancelledError('stopped on purpose');
         },
       },
+      // Routes that wait for their request's context to stop: a disconnect each way, and requests pipelined on one
+      // connection.
       ...(['GET', 'POST'] as const).map((method) => ({
         method,
         path: `/wait-${method.toLowerCase()}`,
-        handler: async (io: Io) => {
-          const key = `wait-${method}`;
-          const signal = io.deadline.context.signal as AbortSignal;
-          signals[key] = deferred<StopReason>();
-          signal.addEventListener('abort', () => signals[key]?.resolve(signal.reason), { once: true });
-          started[key]?.resolve();
-          await once(signal, 'abort');
-          io.reply(200, {});
-        },
+        handler: waitForStop(`wait-${method}`),
+      })),
+      ...(['hold-1', 'hold-2'] as const).map((key) => ({
+        method: 'GET' as const,
+        path: `/${key}`,
+        handler: waitForStop(key),
       })),
       {
         method: 'POST',
@@ -357,6 +369,26 @@ export function conformanceSuite(harness: Harness): void {
         expect(await line).toMatchObject({ outcome: 'cancelled', statusCode: 499 });
       });
     }
+
+    it('cancels every request pipelined on a connection when the client closes it, those waiting their turn too', async () => {
+      started['hold-1'] = deferred();
+      started['hold-2'] = deferred();
+      const lines = [nextLine('/hold-1'), nextLine('/hold-2')];
+      const { hostname, port } = new URL(server.url);
+      const socket = connect(Number(port), hostname);
+      socket.on('error', () => {});
+      const head = (path: string) => `GET ${path} HTTP/1.1\r\nHost: ${hostname}\r\nX-Request-Deadline: 4000\r\n\r\n`;
+      // One write: the second request is read while the first is unanswered; its response waits for its turn.
+      socket.write(head('/hold-1') + head('/hold-2'));
+      await Promise.all([started['hold-1'].promise, started['hold-2'].promise]);
+      socket.destroy();
+      for (const reason of [await signals['hold-1']?.promise, await signals['hold-2']?.promise]) {
+        expect(reason).toBeInstanceOf(CancelledError);
+        expect((reason as CancelledError).reason).toBe('client-disconnected');
+      }
+      for (const line of await Promise.all(lines))
+        expect(line).toMatchObject({ outcome: 'cancelled', statusCode: 499 });
+    });
 
     it('keeps one context through awaits, timers, a slow chunked body and a streamed response', async () => {
       const chunk = Buffer.alloc(30 * 1024, 7);
