@@ -20,7 +20,7 @@ import {
   resolveBudget,
   resolveOptions,
 } from '@deadline/server/internal';
-import { attach, isExpressExchange, stateOf } from './prototypes.js';
+import { attach, type ExpressExchange, isExpressExchange, stateOf } from './prototypes.js';
 
 /** The request as express gives it to a middleware; kept structural so express 4 and 5 types both fit. */
 type Request = IncomingMessage & { deadline?: RequestDeadline };
@@ -101,7 +101,8 @@ export function deadline(options?: ExpressDeadlineOptions) {
       : resolved.limits;
     const budget = budgetOf(req, headers, limits);
     const trace = requestTrace(headers);
-    const state = new RequestState(req, res, resolved as never, host, budget, arrivedAt, trace, undefined);
+    const exchange: ExpressExchange | undefined = express ? { closes: 0 } : undefined;
+    const state = new RequestState(req, res, resolved as never, host, budget, arrivedAt, trace, exchange);
     state.longLived = limits.longLived;
     if (express) {
       attach(req, state);

@@ -250,6 +250,35 @@ for (const [name, framework] of [
       }
     });
 
+    it('req.deadline lasts until the request and its response have both closed, their close listeners included', async () => {
+      const app2 = framework();
+      app2.use(deadline({ serviceName: 'orders' }));
+      const seen: unknown[] = [];
+      let bothClosed: (req: { deadline?: unknown }) => void = () => {};
+      const after = new Promise<unknown>((resolve) => {
+        bothClosed = (req) => setImmediate(() => resolve(req.deadline));
+      });
+      app2.get('/', (req, res) => {
+        let closes = 0;
+        const onClose = (which: string) => () => {
+          seen.push(`${which}: ${req.deadline?.outcome}`);
+          if (++closes === 2) bothClosed(req);
+        };
+        req.on('close', onClose('request'));
+        res.on('close', onClose('response'));
+        res.json({ ok: true });
+      });
+      const { url: url2, server: server2 } = await listen(app2);
+      try {
+        await (await request(url2)).body.dump();
+        // After both: the state is let go (a WeakMap entry kept until a collection cost ~8k instructions a request).
+        expect(await after).toBeUndefined();
+        expect([...seen].sort()).toEqual(['request: ok', 'response: ok']);
+      } finally {
+        await close(server2);
+      }
+    });
+
     it('without deadlineErrors(), express’s final handler still answers 504 with the header', async () => {
       const app2 = framework();
       app2.use(deadline({ serviceName: 'orders' }));
