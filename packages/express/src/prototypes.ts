@@ -55,11 +55,10 @@ function patchRequest(proto: object): void {
   const emit = target.emit;
   target.emit = function emitInRequestContext(this: EventEmitter, ...args: unknown[]): boolean {
     if (args[0] === 'close') {
+      // Not in the context (as for the response: bookkeeping listeners, on every request), then counted.
       const state = states.get(this);
       try {
-        return state === undefined
-          ? (Reflect.apply(emit, this, args) as boolean)
-          : (state.context.run(Reflect.apply, emit, this, args) as boolean);
+        return Reflect.apply(emit, this, args) as boolean;
       } finally {
         if (state !== undefined) closed(this, state);
       }
