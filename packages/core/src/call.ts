@@ -237,8 +237,8 @@ export class OutgoingCall {
 
   /**
    * The server confirmed that the work of a call cut off has stopped (PostgreSQL's 57014, a KILL QUERY's OK or
-   * the killed statement's 1317, a CLIENT UNBLOCK's 1): recorded on the call's span, once. `by` names the
-   * confirmation.
+   * the killed statement's 1317, the statement's own server limit firing, a CLIENT UNBLOCK's 1): recorded on the
+   * call's span, once. `by` names the confirmation.
    */
   confirmStop(by: string): void {
     if (this.#confirmed || this.#stopped === undefined) return;

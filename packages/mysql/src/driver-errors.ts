@@ -12,6 +12,15 @@ export const ER_NO_SUCH_THREAD = 1094;
 /** MariaDB ER_STATEMENT_TIMEOUT and MySQL ER_QUERY_TIMEOUT: the server's own limit, our belt. */
 const SERVER_TIMEOUT_ERRNOS: ReadonlySet<number> = new Set([1969, 3024]);
 
+/**
+ * @internal What stopped a statement that ended with the server's own limit, named as `deadline.confirmed_by`
+ * says it: MariaDB's variable or MySQL's hint. Undefined for any other error.
+ */
+export function serverLimitOf(error: unknown): string | undefined {
+  const errno = errnoOf(error);
+  return errno === 1969 ? 'max_statement_time' : errno === 3024 ? 'MAX_EXECUTION_TIME' : undefined;
+}
+
 /** @internal */
 export function errnoOf(error: unknown): number | undefined {
   const errno = (error as { errno?: unknown } | null | undefined)?.errno;

@@ -15,7 +15,14 @@ import type { Connection, FieldPacket, QueryResult } from 'mysql2/promise';
 import type { Backend } from './backend.js';
 import { beltSql, hasOwnLimit, sessionBelt } from './belt.js';
 import { beforeCommandAnswers } from './core-connection.js';
-import { ER_QUERY_INTERRUPTED, errnoOf, isFatal, isServerTimeout, serverTimeoutError } from './driver-errors.js';
+import {
+  ER_QUERY_INTERRUPTED,
+  errnoOf,
+  isFatal,
+  isServerTimeout,
+  serverLimitOf,
+  serverTimeoutError,
+} from './driver-errors.js';
 import type { Flavour } from './flavour.js';
 import { KILL_TIMEOUT_MS } from './killer.js';
 import { abandon, isLost, watchForLoss } from './lost-connections.js';
@@ -269,10 +276,14 @@ export class Session {
   async #statement(kind: Kind, sql: Sql, values: QueryValues, call: OutgoingCall, running: Running, answer: Answer) {
     // With the call in OpenTelemetry's context: a mysql2 instrumentation's span, made inside, is the call's.
     const pending = runWithCall(call, () => this.#send(kind)(sql, values));
-    // The statement's own 1317 confirms our KILL as surely as the KILL's OK, and it can come first: the two answer
-    // on different connections. Heard before the driver answers, it lands on the call's span before that ends.
+    // Once stopped, the statement's own error confirms the stop as surely as the KILL's OK, and it can come first:
+    // the two answer on different connections. Its 1317 is our KILL; its server limit is the belt, which fires
+    // first when our KILL left late (the event loop blocked at the deadline). Heard before the driver answers, it
+    // lands on the call's span before that ends.
     beforeCommandAnswers(this.connection, (error) => {
-      if (running.kill !== undefined && errnoOf(error) === ER_QUERY_INTERRUPTED) call.confirmStop('KILL QUERY');
+      if (running.kill === undefined) return;
+      const by = errnoOf(error) === ER_QUERY_INTERRUPTED ? 'KILL QUERY' : serverLimitOf(error);
+      if (by !== undefined) call.confirmStop(by);
     });
     running.settled = pending.catch(() => {});
     running.threadId = this.connection.threadId ?? undefined;

@@ -14,7 +14,7 @@ import type { Context, Span } from '@opentelemetry/api';
  * time left before the call (`deadline.remaining_ms`) and the timeout it was given (`deadline.timeout_ms`);
  * when the call is cut off, an event at that moment (`deadline.exceeded` or `deadline.cancelled`, and
  * `deadline.cancel_requested`) and `deadline.cancel: requested`; when the server confirms the work stopped
- * (PostgreSQL's 57014, a KILL QUERY's OK or the killed statement's 1317, a CLIENT UNBLOCK's 1),
+ * (PostgreSQL's 57014, a KILL QUERY's OK or the killed statement's 1317 or server limit, a CLIENT UNBLOCK's 1),
  * `deadline.cancel_confirmed` and `deadline.cancel: confirmed`. It exports nothing itself: list it beside your
  * exporting processor.
  *
