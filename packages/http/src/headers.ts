@@ -20,7 +20,7 @@ export function replaceHeaders(
 ): Record<string, HeaderValue> | string[] {
   const names = Object.keys(add);
   if (names.length === 0 && headers != null) return headers as Record<string, HeaderValue>;
-  const replaced = (name: string) => Object.hasOwn(add, name.toLowerCase());
+  const replaced = (name: string) => isOneOf(name, names);
   if (headers == null) return { ...add };
   if (Array.isArray(headers)) {
     // A flat [name, value, name, value…] list, or a list of pairs.
@@ -36,10 +36,32 @@ export function replaceHeaders(
   if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') {
     return fromPairs(headers as Iterable<readonly [string, HeaderValue]>, add, replaced);
   }
-  const out: Record<string, HeaderValue> = {};
   const record = headers as Record<string, HeaderValue>;
   for (const name in record) {
-    if (Object.hasOwn(record, name) && !replaced(name)) out[name] = record[name];
+    if (Object.hasOwn(record, name) && isOneOf(name, names)) return recordWithout(record, names, add);
+  }
+  // What fetch hands over nearly always: a fresh record of its own headers, none of ours among them. One copy,
+  // not a store per header (each a megamorphic one: the records' shapes vary with their names).
+  return Object.assign({ ...record }, add);
+}
+
+/** Whether `name` is one of `names` (lower case), in any case. Lengths first: nearly every name differs in length. */
+function isOneOf(name: string, names: readonly string[]): boolean {
+  for (const candidate of names) {
+    if (candidate.length === name.length && name.toLowerCase() === candidate) return true;
+  }
+  return false;
+}
+
+/** `record`'s headers but those named in `names` (any case), then `add`. */
+function recordWithout(
+  record: Readonly<Record<string, HeaderValue>>,
+  names: readonly string[],
+  add: Readonly<Record<string, string>>,
+): Record<string, HeaderValue> {
+  const out: Record<string, HeaderValue> = {};
+  for (const name in record) {
+    if (Object.hasOwn(record, name) && !isOneOf(name, names)) out[name] = record[name];
   }
   return Object.assign(out, add);
 }
