@@ -216,7 +216,7 @@ describe.runIf(mariadb)('MariaDB', () => {
       String(s.attributes['db.statement'] ?? s.attributes['db.query.text']).includes('AS prepared'),
     );
     expect(eventNames(span)).toEqual(['deadline.exceeded', 'deadline.cancel_requested', 'deadline.cancel_confirmed']);
-    // Or by the belt, when a loaded machine ran the stop late (pinned by the blocked-event-loop test below).
+    // Or by the belt, when a loaded machine ran the stop late (as the blocked-event-loop test above pins).
     expect(span.attributes).toMatchObject({ 'deadline.cancel': 'confirmed', 'deadline.confirmed_by': killOrBelt });
   });
 });
