@@ -4,9 +4,9 @@
  * Node's HTTP/1 server publishes `http.server.response.finish` on a diagnostics channel for every response it has
  * finished: one subscriber for the process does what a `close` listener added to each response did, without the
  * listener (adding it was ~0.6k instructions per request, callgrind, fastify on Node 24). A client that leaves
- * first finishes no response; one `close` listener per socket hears it, for the requests still open on that socket
- * (more than one when requests are pipelined: Node answers them in turn, and a response waiting for its turn, with
- * no socket yet, would never hear a `close` of its own).
+ * first finishes no response; one `close` listener per socket hears it, before the responses hear theirs, for the
+ * requests still open on that socket (more than one when requests are pipelined: Node answers them in turn, and a
+ * response waiting for its turn, with no socket yet, would never hear a `close` of its own).
  *
  * express's responses are found the same way (the socket's list, not a property on the response: a property added
  * to express's objects is a slow runtime call, see its prototypes.ts). Any other response — HTTP/2's compatibility
@@ -51,7 +51,9 @@ export function finishWithResponse(req: IncomingMessage, res: ServerResponse, en
   if (open === undefined) {
     const ends: ResponseEnd[] = [end];
     socket[OPEN] = ends;
-    socket.once('close', () => closeAll(ends));
+    // First among the socket's `close` listeners: Node's own emit the responses' `close` (and the requests'), and
+    // OpenTelemetry's http instrumentation ends the server span there; the outcome must be on it by then.
+    socket.prependOnceListener('close', () => closeAll(ends));
   } else {
     open.push(end);
   }
