@@ -20,21 +20,20 @@ export function replaceHeaders(
 ): Record<string, HeaderValue> | string[] {
   const names = Object.keys(add);
   if (names.length === 0 && headers != null) return headers as Record<string, HeaderValue>;
-  const replaced = (name: string) => isOneOf(name, names);
   if (headers == null) return { ...add };
   if (Array.isArray(headers)) {
     // A flat [name, value, name, value…] list, or a list of pairs.
-    if (headers.length > 0 && Array.isArray(headers[0])) return fromPairs(headers as never, add, replaced);
+    if (headers.length > 0 && Array.isArray(headers[0])) return fromPairs(headers as never, add, names);
     const out: string[] = [];
     for (let i = 0; i + 1 < headers.length; i += 2) {
       const name = String(headers[i]);
-      if (!replaced(name)) out.push(name, String(headers[i + 1]));
+      if (!isOneOf(name, names)) out.push(name, String(headers[i + 1]));
     }
     for (const name of names) out.push(name, add[name] as string);
     return out;
   }
   if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') {
-    return fromPairs(headers as Iterable<readonly [string, HeaderValue]>, add, replaced);
+    return fromPairs(headers as Iterable<readonly [string, HeaderValue]>, add, names);
   }
   const record = headers as Record<string, HeaderValue>;
   for (const name in record) {
@@ -69,11 +68,11 @@ function recordWithout(
 function fromPairs(
   pairs: Iterable<readonly [string, HeaderValue]>,
   add: Readonly<Record<string, string>>,
-  replaced: (name: string) => boolean,
+  names: readonly string[],
 ): string[] {
   const out: string[] = [];
   for (const [name, value] of pairs) {
-    if (replaced(name) || value == null) continue;
+    if (isOneOf(name, names) || value == null) continue;
     if (Array.isArray(value)) for (const v of value) out.push(name, String(v));
     else out.push(name, String(value));
   }
