@@ -6,9 +6,9 @@
  * req and res (`setPrototypeOf` to `app.request`), after which V8 cannot share hidden classes between them, and
  * each new own property costs a slow runtime call, then slows every later property access on that object. Counted
  * with callgrind, that was most of this middleware's cost. Defined once on the shared prototypes, with the
- * per-request state in a WeakMap, it is paid once per process. For the same reason the response's end is seen
- * in the wrapped `emit` (besides the server's own finish, see @deadline/server's response-end.ts) rather than
- * through a `close` listener added to each response.
+ * per-request state in a WeakMap, it is paid once per process. For the same reason the closes that let go of
+ * the entry are seen in the wrapped `emit` rather than through a `close` listener added to each response (the
+ * request's end itself is @deadline/server's response-end.ts).
  */
 
 import type { EventEmitter } from 'node:events';
@@ -74,10 +74,10 @@ function patchResponse(proto: object): void {
   const emit = target.emit;
   target.emit = function emitInResponseContext(this: EventEmitter, ...args: unknown[]): boolean {
     if (args[0] === 'close') {
-      // Before the listeners: those that read `req.deadline.outcome` on close see how the request ended.
+      // Not in the context, then counted. The request has ended by now (response-end.ts: the server's finish, or
+      // the connection's close, heard first), so its listeners read `req.deadline.outcome` as it ended.
       const req = (this as ServerResponse).req;
       const state = states.get(req);
-      state?.finish();
       try {
         return Reflect.apply(emit, this, args) as boolean;
       } finally {
