@@ -13,12 +13,14 @@ import {
   isTrusted,
   needsRequestContext,
   needsResponseContext,
+  noteRequestStarts,
   RequestState,
   type ResolvedLimits,
   rawHost,
   requestTrace,
   resolveBudget,
   resolveOptions,
+  takeStartedRequest,
 } from '@deadline/server/internal';
 import { attach, type ExpressExchange, isExpressExchange, stateOf } from './prototypes.js';
 
@@ -73,6 +75,8 @@ export function deadline(options?: ExpressDeadlineOptions) {
   const host = rawHost(logger);
   const parse = createParser(resolved as never);
   const trust = resolved.trust;
+  // The headers and socket of each request, as the server starts it (see request-start.ts).
+  noteRequestStarts();
   const budgetOf = (req: Request, headers: IncomingHttpHeaders, limits: ResolvedLimits): RequestBudget => {
     const trusted =
       trust === undefined || isTrusted(trust, req, (req as { log?: LineLogger }).log ?? logger, resolved.hop);
@@ -86,7 +90,10 @@ export function deadline(options?: ExpressDeadlineOptions) {
     const express = isExpressExchange(req, res);
     // On express's objects `req.deadline` is a getter over the same state: `stateOf` spares the lookup.
     const existing = express ? stateOf(req) : req.deadline;
-    const headers = req.headers;
+    // Read as the server started the request when it is the one just started (nearly always): see request-start.ts.
+    const started = takeStartedRequest(req);
+    const headers = started === undefined ? req.headers : (started.headers as IncomingHttpHeaders);
+    const socket = started === undefined ? req.socket : started.socket;
     if (existing instanceof RequestState) {
       // A router's own limits: narrow the running deadline, never extend it (a long-lived request has no
       // default budget to narrow).
@@ -111,7 +118,7 @@ export function deadline(options?: ExpressDeadlineOptions) {
       emitInContext(req, state, needsRequestContext);
       emitInContext(res, state, needsResponseContext);
     }
-    finishWithResponse(req, res, state);
+    finishWithResponse(req, res, state, socket);
     if (state.admit(resolved.limits.minMs)) state.context.run(next);
   };
 }

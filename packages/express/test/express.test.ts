@@ -279,6 +279,64 @@ for (const [name, framework] of [
       }
     });
 
+    it('middleware that pauses before it: each request’s own headers and socket are read, another having started since', async () => {
+      const app2 = framework();
+      // Holds every request until two have arrived: the first then reaches deadline() after the second started.
+      let held: (() => void)[] | undefined = [];
+      let bothHeld: () => void = () => {};
+      const holding = new Promise<void>((resolve) => {
+        bothHeld = resolve;
+      });
+      app2.use((_req, _res, next) => {
+        if (held === undefined) return next();
+        held.push(next);
+        if (held.length === 2) bothHeld();
+      });
+      app2.use(deadline({ serviceName: 'orders' }));
+      let waiting: () => void = () => {};
+      const handlerWaits = new Promise<void>((resolve) => {
+        waiting = resolve;
+      });
+      let waitedWith: number | undefined;
+      const stopped = new Promise<unknown>((resolve) => {
+        app2.get('/wait', (req) => {
+          waitedWith = req.deadline?.budget.budgetMs;
+          const signal = req.deadline?.context.signal as AbortSignal;
+          signal.addEventListener('abort', () => resolve(signal.reason));
+          waiting();
+        });
+      });
+      app2.get('/budget', (req, res) => res.json({ budgetMs: req.deadline?.budget.budgetMs }));
+      const { url: url2, server: server2 } = await listen(app2);
+      try {
+        const leaving = new AbortController();
+        const first = request(`${url2}/wait`, { headers: { 'x-request-deadline': '4000' }, signal: leaving.signal });
+        first.catch(() => {}); // aborted below
+        const second = request(`${url2}/budget`, { headers: { 'x-request-deadline': '2500' } });
+        await holding;
+        const release = held ?? [];
+        held = undefined;
+        for (const next of release) next();
+        expect(await (await second).body.json()).toEqual({ budgetMs: 2500 });
+        await handlerWaits;
+        expect(waitedWith).toBe(4000);
+        expect(
+          (
+            (await request(`${url2}/budget`, { headers: { 'x-request-deadline': '1500' } }).then((r) =>
+              r.body.json(),
+            )) as {
+              budgetMs: number;
+            }
+          ).budgetMs,
+        ).toBe(1500);
+        // The first request's own socket: its client leaving cancels its context.
+        leaving.abort();
+        expect(await stopped).toMatchObject({ reason: 'client-disconnected' });
+      } finally {
+        await close(server2);
+      }
+    });
+
     it('without deadlineErrors(), express’s final handler still answers 504 with the header', async () => {
       const app2 = framework();
       app2.use(deadline({ serviceName: 'orders' }));

@@ -20,5 +20,6 @@ export {
   requestTrace,
   startRequest,
 } from './request-deadline.js';
+export { noteRequestStarts, takeStartedRequest } from './request-start.js';
 export { type DeadlineAnswer, deadlineAnswer, silenceLateWrites, writeAnswer } from './respond.js';
 export { finishWithResponse } from './response-end.js';

@@ -32,11 +32,16 @@ type TrackedSocket = Socket & { [OPEN]?: ResponseEnd[]; server?: unknown };
 let subscribed = false;
 
 /**
- * Has `end.finish()` called once when the response to `req` is over: finished by the server (`finish(true)`), or
- * closed before that (the client left, the socket was destroyed: `finish()`).
+ * Has `end.finish()` called once when the response to `req`, read from `socket`, is over: finished by the server
+ * (`finish(true)`), or closed before that (the client left, the socket was destroyed: `finish()`).
  */
-export function finishWithResponse(req: IncomingMessage, res: ServerResponse, end: ResponseEnd): void {
-  const socket = req.socket as TrackedSocket | null;
+export function finishWithResponse(
+  req: IncomingMessage,
+  res: ServerResponse,
+  end: ResponseEnd,
+  // The caller's, when it has it already (see request-start.ts): a read of express's `req` is slow.
+  socket = req.socket as TrackedSocket | null,
+): void {
   // A node:http or node:https server's own response to a request read from a socket it accepted: its finish is
   // published.
   if (socket == null || socket.server == null || !(res instanceof ServerResponse)) {
