@@ -17,6 +17,7 @@ import {
   RequestState,
   type ResolvedLimits,
   rawHost,
+  requestLogger,
   requestTrace,
   resolveBudget,
   resolveOptions,
@@ -78,8 +79,7 @@ export function deadline(options?: ExpressDeadlineOptions) {
   // The headers and socket of each request, as the server starts it (see request-start.ts).
   noteRequestStarts();
   const budgetOf = (req: Request, headers: IncomingHttpHeaders, limits: ResolvedLimits): RequestBudget => {
-    const trusted =
-      trust === undefined || isTrusted(trust, req, (req as { log?: LineLogger }).log ?? logger, resolved.hop);
+    const trusted = trust === undefined || isTrusted(trust, req, requestLogger(req, logger), resolved.hop);
     return resolveBudget(headers, trusted, parse, limits);
   };
 

@@ -12,7 +12,7 @@ export {
   resolveLimits,
   resolveOptions,
 } from './options.js';
-export { rawHost } from './raw-host.js';
+export { rawHost, requestLogger } from './raw-host.js';
 export {
   type RequestHost,
   RequestState,

@@ -7,7 +7,7 @@ import { checkObject, findCircuitRefusal, monotonicNow } from '@deadline/core/in
 import { createParser, isLongLived, isTrusted, resolveBudget } from './budget.js';
 import { emitInContext, needsRequestContext, needsResponseContext } from './events-in-context.js';
 import { type DeadlineServerOptions, type LineLogger, type ResolvedOptions, resolveOptions } from './options.js';
-import { rawHost } from './raw-host.js';
+import { rawHost, requestLogger } from './raw-host.js';
 import { type RequestDeadline, type RequestState, startRequest } from './request-deadline.js';
 import { deadlineAnswer, writeAnswer } from './respond.js';
 
@@ -108,6 +108,6 @@ function fail(state: RequestState, req: IncomingMessage, res: ServerResponse, er
   } else if (!res.writableEnded) {
     res.destroy(error instanceof Error ? error : undefined);
   }
-  const logger = (req as { log?: LineLogger }).log ?? state.host.logger(state);
+  const logger = requestLogger(req, state.host.logger(state));
   logger?.warn({ err: error, hop: state.options.hop }, 'deadline: the handler failed');
 }

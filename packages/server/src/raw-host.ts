@@ -14,11 +14,7 @@ import { deadlineAnswer, writeAnswer } from './respond.js';
 export function rawHost(logger: LineLogger | undefined): RequestHost {
   return {
     logger(state: RequestState): LineLogger | undefined {
-      // The request's own `log` (pino-http's), else the adapter's: `Object.hasOwn` rather than a read, which on an
-      // express request without one walks its whole prototype chain with the caches missing (~10k instructions a
-      // request on Node 20, callgrind).
-      const req = state.req as { log?: LineLogger } | undefined;
-      return (req !== undefined && Object.hasOwn(req, 'log') ? req.log : undefined) ?? logger;
+      return requestLogger(state.req, logger);
     },
     answer(state: RequestState, error: DeadlineExceededError | CancelledError): boolean {
       const res = state.res;
@@ -28,4 +24,13 @@ export function rawHost(logger: LineLogger | undefined): RequestHost {
       return state.context.run(writeAnswer, res, answer, error);
     },
   };
+}
+
+/**
+ * @internal The logger for `req`'s lines: its own `log` (pino-http sets one on each request), else `fallback`.
+ * `Object.hasOwn` rather than a read: on an express request without one, the read walks its whole prototype chain
+ * with V8's caches missing (~10k instructions a request on Node 20, callgrind).
+ */
+export function requestLogger(req: object | undefined, fallback: LineLogger | undefined): LineLogger | undefined {
+  return (req !== undefined && Object.hasOwn(req, 'log') ? (req as { log?: LineLogger }).log : undefined) ?? fallback;
 }
