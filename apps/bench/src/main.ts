@@ -133,13 +133,18 @@ const latencyTable = (rows: LatencyRow[]) =>
       met: row.skipped ?? (row.met ? 'yes' : 'no'),
     })),
   );
-console.log('\nPrecision: client-observed expiry − budget (a hop that never answers), library and plain-fetch floor:');
-latencyTable([...precision.expiry.rows, ...precision.expiry.floor]);
+console.log(
+  '\nPrecision: client-observed expiry − budget (a hop that never answers), library, plain-fetch floor and never-early floor:',
+);
+latencyTable([...precision.expiry.rows, ...precision.expiry.floor, ...precision.expiry.neverEarlyFloor]);
 {
   const c = precision.expiry.conditions;
   const undisturbed = [
     ...precision.expiry.rows.map((row) => `library ${row.budgetMs} ms ${row.undisturbed.p99 ?? '–'}`),
     ...precision.expiry.floor.map((row) => `floor ${row.budgetMs} ms ${row.undisturbed.p99 ?? '–'}`),
+    ...precision.expiry.neverEarlyFloor.map(
+      (row) => `never-early floor ${row.budgetMs} ms ${row.undisturbed.p99 ?? '–'}`,
+    ),
   ].join(', ');
   console.log(
     `While measured: the client's event loop (1 ms probe) late p50 ${c.eventLoopDelay.p50} / p99 ${c.eventLoopDelay.p99} / max ${c.eventLoopDelay.max} ms; ` +

@@ -121,6 +121,11 @@ export interface PrecisionReport {
      * platform and this machine give at best; its goal and `met` are for comparison only.
      */
     floor: ExpiryRow[];
+    /**
+     * The floor for a timeout that may not fire early, measured alternately with the others: bare `fetch()` aborted
+     * by a timer re-armed for the rest when it fires before the budget (`neverEarlyTimeout`). For comparison only.
+     */
+    neverEarlyFloor: ExpiryRow[];
     conditions: ExpiryConditions;
     /** For scale. */
     reference: string;
@@ -208,7 +213,25 @@ function stealMs(): number | undefined {
   }
 }
 
-type ExpiryVariant = 'library' | 'floor';
+type ExpiryVariant = 'library' | 'floor' | 'never-early floor';
+
+/**
+ * The platform's own timer, made never early the simplest way: armed for the budget at the call's start, and when it
+ * fires before the deadline (Node runs timers on the loop's cached whole-ms clock), armed again for the rest, at
+ * least 1 ms. What any never-early timeout built on Node's timers costs, with no queue and no context: the
+ * library's floor once it may not fire early.
+ */
+function neverEarlyTimeout(budget: number): AbortSignal {
+  const controller = new AbortController();
+  const due = performance.now() + budget;
+  const check = () => {
+    const left = due - performance.now();
+    if (left > 0) setTimeout(check, Math.max(1, Math.round(left)));
+    else controller.abort(new DOMException('the budget ran out', 'TimeoutError'));
+  };
+  setTimeout(check, budget);
+  return controller.signal;
+}
 
 /** One call's outcome: when its deadline fell and when the client saw the rejection (performance.now()). */
 interface ExpirySample {
@@ -263,7 +286,7 @@ async function measureExpiry(options: PrecisionOptions, progress: (line: string)
   const deadlineFetch = createFetch({ dispatcher: agent });
   const silent = await silentServer();
   const gc = fullGc();
-  const variants: ExpiryVariant[] = ['library', 'floor'];
+  const variants: ExpiryVariant[] = ['library', 'floor', 'never-early floor'];
   const samples = new Map<string, ExpirySample[]>(
     options.budgets.flatMap((b) => variants.map((v): [string, ExpirySample[]] => [`${v} ${b}`, []])),
   );
@@ -278,7 +301,7 @@ async function measureExpiry(options: PrecisionOptions, progress: (line: string)
           ? await runWithDeadline(budget, () => deadlineFetch(silent.url))
           : await fetch(silent.url, {
               dispatcher: bareAgent,
-              signal: AbortSignal.timeout(budget),
+              signal: variant === 'floor' ? AbortSignal.timeout(budget) : neverEarlyTimeout(budget),
             } as unknown as RequestInit);
       await res.arrayBuffer();
     } catch (e) {
@@ -401,6 +424,7 @@ async function measureExpiry(options: PrecisionOptions, progress: (line: string)
     staggerMs: STAGGER_MS,
     rows: rowsOf('library', 'createFetch() in runWithDeadline: expiry − budget'),
     floor: rowsOf('floor', 'bare fetch + AbortSignal.timeout (floor): expiry − budget'),
+    neverEarlyFloor: rowsOf('never-early floor', 'bare fetch + a timer re-armed when early (floor): expiry − budget'),
     conditions,
     reference: 'gRPC-Go, measured: +4.2 ms at a 300 ms budget',
   };

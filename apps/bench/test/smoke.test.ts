@@ -46,7 +46,9 @@ it('the benchmark runs in quick mode and writes a report with every row', async 
     // Beside the figures, what else went on while they were taken (the client's own event-loop delay…).
     expect(report.precision.expiry.conditions.eventLoopDelay.p99).toBeGreaterThanOrEqual(0);
     expect(report.precision.expiry.conditions.server).toMatch(/^own process/);
-    for (const row of [...report.precision.expiry.rows, ...report.precision.expiry.floor]) {
+    const { rows, floor, neverEarlyFloor } = report.precision.expiry;
+    expect(neverEarlyFloor).toHaveLength(rows.length);
+    for (const row of [...rows, ...floor, ...neverEarlyFloor]) {
       expect(row.late).toBeGreaterThanOrEqual(Math.max(row.lateDuringGc, row.lateDuringStall));
       expect(row.undisturbed.n).toBeLessThanOrEqual(row.n);
     }
