@@ -3,17 +3,19 @@
  *
  * - expiry: a client inside `runWithDeadline(budget)` calls, through `createFetch()`, a loopback server that
  *   accepts and never answers; how late after the budget the fetch rejects (the issue's goal: p99 ≤ +3 ms;
- *   for scale, gRPC-Go was measured at +4.2 ms at 300 ms). Next to it, the floor: a bare `fetch()` on its own
- *   Agent with `AbortSignal.timeout(budget)`, the platform's own timeout. Budgets and the two variants alternate
- *   batch after batch, so a noisy machine moves all of them alike.
+ *   for scale, gRPC-Go was measured at +4.2 ms at 300 ms). Next to it, two floors, each a bare `fetch()` on its own
+ *   Agent: with `AbortSignal.timeout(budget)`, the platform's own timeout, which may fire early; and aborted by a
+ *   `setTimeout` re-armed when it fires early (`neverEarlyTimeout`), the least a timeout that may not fire early
+ *   costs. Budgets and the three variants alternate batch after batch, so a noisy machine moves all of them alike.
  *   The silent server runs in a process of its own (on the other core when it can be pinned), so the client's
  *   loop does nothing but the measured calls; a full GC runs before each batch. Beside the figures, what else
  *   went on: the client's own event-loop delay (a 1 ms timer probe), GC pauses inside batches, preemptions, load
  *   average, and per row the calls late beyond the goal during a GC pause or while the loop was stalled. On a
  *   shared machine the tail is the machine's: a late call comes with a stalled loop, for the floor as for the
  *   library.
- *   The floor fires early now and then (Node's timers run on a cached whole-ms clock); the library never does,
- *   which costs it about half a millisecond at the median: `early` and `min` say so.
+ *   `AbortSignal.timeout()` fires early now and then (Node's timers run on a cached whole-ms clock); the library
+ *   never does, which costs it about half a millisecond at the median, as it costs the never-early floor:
+ *   `early` and `min` say so.
  * - budget lost per hop: a chain fastify → express → fastify, each hop forwarding with `createFetch({ marginMs:
  *   0 })`; each hop records the budget it received, and the difference between neighbours is what the hop and
  *   the wire cost the request (goal: p99 ≤ 2 ms).
