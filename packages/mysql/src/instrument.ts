@@ -10,7 +10,8 @@
  * gate that keeps the connection's next statement behind the KILL. Outside one, mysql2's own code runs, and a
  * statement sent on a connection whose KILL is still on its way waits for it.
  *
- * The connection is the ORM's: never destroyed or released here. A statement stopped inside the ORM's
+ * The connection is the ORM's: never released here, and closed only when it cannot be used safely (gone without
+ * mysql2 having heard, or a KILL for it still on the server: session.ts). A statement stopped inside the ORM's
  * transaction fails (the server rolls back that statement); the ORM rolls the transaction back on the error.
  */
 import { InvalidArgumentError } from '@deadline/core';

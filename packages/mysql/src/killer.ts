@@ -12,8 +12,10 @@
  * once idle for {@link SPARE_IDLE_MS}.
  *
  * Every KILL is bounded: one that does not complete within {@link KILL_TIMEOUT_MS} of being asked for gives up,
- * and the side connection it was on, if any, is destroyed (even mid-connect), so a stuck connection is never
- * waited on twice and never leaks.
+ * and the side connection it was on, if any, carries no other (a stuck connection is never waited on twice). One
+ * still connecting is destroyed at once. One that sent its KILL is kept until the server answers it, for at most
+ * {@link HELD_KILL_MS}, then closed: the server may carry the KILL out late, on whatever the thread runs by then,
+ * so the connection it names must wait for that answer ({@link Killer.held}).
  */
 import { outsideContext } from '@deadline/core/internal';
 import { ER_NO_SUCH_THREAD, errnoOf, isFatal } from './driver-errors.js';
@@ -26,6 +28,12 @@ export const KILL_TIMEOUT_MS = 2_000;
 
 /** A KILL in flight for longer than this no longer holds up the next ones: they get a side connection of their own. */
 export const STUCK_KILL_MS = 100;
+
+/**
+ * How long a KILL sent and not answered within KILL_TIMEOUT_MS is still waited for. The server had it: it may
+ * carry it out whenever the mutex it waits on comes free (seen in CI: stalls of 2–5 s).
+ */
+export const HELD_KILL_MS = 10_000;
 
 /** At most this many side connections per pool (or wrapped connection), however many KILLs are held up. */
 export const MAX_SIDE_CONNECTIONS = 4;
@@ -40,10 +48,11 @@ const ELSEWHERE = Symbol('elsewhere');
  * @internal What became of a KILL QUERY: carried out; refused because the server has no such thread (the
  * connection it named is gone); not sent, because the side connection reached a server run on which the target
  * connection was never seen alive (the id may be someone else's there); not sent, because no side connection
- * could be had (two died, or failed to connect, one after the other: worth trying again a little later); or not
- * known (no answer in time, ended, refused otherwise).
+ * could be had (two died, or failed to connect, one after the other: worth trying again a little later); sent and
+ * not answered in time, so the server may still carry it out ({@link Killer.held} says when it has); or not known
+ * (not sent in time, ended, refused otherwise).
  */
-export type KillOutcome = 'killed' | 'no-such-thread' | 'elsewhere' | 'unreachable' | 'unknown';
+export type KillOutcome = 'killed' | 'no-such-thread' | 'elsewhere' | 'unreachable' | 'held' | 'unknown';
 
 /** `promise`, or TIMED_OUT after `ms`; the timer never keeps the process up. */
 function within<T>(promise: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
@@ -82,6 +91,10 @@ export class Killer {
   readonly #runs = new RunLog();
   readonly #slots: Slot[] = [];
   readonly #queue: Wanted[] = [];
+  /** Side connections whose KILL was held up, kept until the server answers it. */
+  readonly #retired = new Set<Slot>();
+  /** For each thread a KILL was held up for: resolves once the server answered it (`true`), or gave up (`false`). */
+  readonly #held = new Map<number, Promise<boolean>>();
   /** Sends the queue's head once a busy slot has been busy long enough for another slot to be opened. */
   #retry: NodeJS.Timeout | undefined;
   #ended = false;
@@ -143,11 +156,23 @@ export class Killer {
     });
   }
 
+  /**
+   * After a `'held'` outcome for `threadId`: resolves `true` once the server has answered that KILL (it is carried
+   * out, or found nothing: either way it can no longer land), or `false` when it gave no answer within
+   * HELD_KILL_MS, or the side connection died, or the killer ended (it may still land, on whatever the thread
+   * runs then). Resolves `true` when no KILL for the thread is held up.
+   */
+  held(threadId: number): Promise<boolean> {
+    return this.#held.get(threadId) ?? Promise.resolve(true);
+  }
+
   /** Closes the side connections: KILLs in flight complete first; queued and later ones resolve `'unknown'`. */
   async end(): Promise<void> {
     this.#ended = true;
     clearTimeout(this.#retry);
     for (const wanted of this.#queue.splice(0)) wanted.settle('unknown');
+    // A held KILL's answer is no longer waited for: those waiting hear `false`.
+    for (const slot of this.#retired) slot.side.destroy();
     await Promise.all(this.#slots.splice(0).map((slot) => this.#close(slot)));
   }
 
@@ -208,22 +233,28 @@ export class Killer {
     const { threadId, seen } = wanted;
     // Its time ran out as it was handed over: a bound of 0 would count against a healthy side connection.
     if (wanted.by - performance.now() <= 0) return 'unknown';
+    let sent: Promise<unknown> | undefined;
     try {
       // Checked against the very connection the KILL goes out on: a new one may reach another run.
       const outcome = await within(
-        slot.side.ready.then((opened): Promise<unknown> | typeof ELSEWHERE =>
+        slot.side.ready.then((opened): Promise<unknown> | typeof ELSEWHERE => {
+          if (!opened.aim.reaches(seen)) return ELSEWHERE;
           // Outside the stopped request's context: with mysql2 instrumented, the KILL is a statement too, and
           // the request it is sent for has no time left.
-          opened.aim.reaches(seen)
-            ? outsideContext(() => opened.connection.query(`KILL QUERY ${threadId}`))
-            : ELSEWHERE,
-        ),
+          sent = outsideContext(() => opened.connection.query(`KILL QUERY ${threadId}`));
+          return sent;
+        }),
         wanted.by - performance.now(),
       );
       if (outcome === ELSEWHERE) return 'elsewhere';
       if (outcome !== TIMED_OUT) return 'killed';
-      this.#discard(slot); // stuck: whatever it is waiting for, no KILL must wait behind it
-      return 'unknown';
+      // Stuck: whatever it is waiting for, no KILL must wait behind it.
+      if (sent === undefined) {
+        this.#discard(slot);
+        return 'unknown';
+      }
+      this.#retire(slot, threadId, sent);
+      return 'held';
     } catch (error) {
       const errno = errnoOf(error);
       if (errno === ER_NO_SUCH_THREAD) return 'no-such-thread';
@@ -264,6 +295,34 @@ export class Killer {
     clearTimeout(slot.idleTimer);
     const at = this.#slots.indexOf(slot);
     if (at >= 0) this.#slots.splice(at, 1);
+  }
+
+  /**
+   * A side connection whose KILL the server holds up: it takes no other, and is closed once the server answers
+   * that KILL, or destroyed after HELD_KILL_MS without an answer. Until then {@link held} tells the thread's
+   * session to wait.
+   */
+  #retire(slot: Slot, threadId: number, sent: Promise<unknown>): void {
+    this.#forget(slot);
+    this.#retired.add(slot);
+    // An error the server sent (no such thread, say) is an answer too; a connection that died gave none.
+    const answered = sent.then(
+      () => true,
+      (error: unknown) => !isFatal(error) && (errnoOf(error) ?? 0) > 0,
+    );
+    const over = within(answered, HELD_KILL_MS).then((outcome) => {
+      this.#retired.delete(slot);
+      if (outcome === true) void this.#close(slot);
+      else slot.side.destroy();
+      return outcome === true;
+    });
+    // A KILL held up earlier for the same thread: both must be over.
+    const earlier = this.#held.get(threadId);
+    const all = earlier === undefined ? over : Promise.all([earlier, over]).then(([a, b]) => a && b);
+    this.#held.set(threadId, all);
+    void all.then(() => {
+      if (this.#held.get(threadId) === all) this.#held.delete(threadId);
+    });
   }
 
   #discard(slot: Slot): void {

@@ -2,7 +2,8 @@
  * The side connection's bounds, against a server that accepts the connection and never says a word (a hung
  * server, a black-holed network): each KILL gives up in time, and every socket it opened is closed. Against one
  * that drops it before the handshake is done: the KILL gives up at once, and the process lives. And against the
- * real server holding one KILL up: the KILLs after it do not wait for it.
+ * real server holding one KILL up: the KILLs after it do not wait for it. And against a KILL that reaches the
+ * server late, after its bound: the connection it names runs nothing until the server has answered it.
  */
 import { once } from 'node:events';
 import { type AddressInfo, connect, createServer, type Server, type Socket } from 'node:net';
@@ -11,7 +12,7 @@ import { type Connection, createConnection, createPool, type RowDataPacket } fro
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MARIADB, requireService } from '../../../test/support/services.ts';
 import { withDeadline } from '../src/index.ts';
-import { KILL_TIMEOUT_MS, Killer, STUCK_KILL_MS } from '../src/killer.ts';
+import { HELD_KILL_MS, KILL_TIMEOUT_MS, Killer, STUCK_KILL_MS } from '../src/killer.ts';
 import { mysql2Sides } from '../src/side-connection.ts';
 import { sightingOf, watchForSighting } from '../src/sightings.ts';
 import { oneCuttingFileAtATime } from './one-file-at-a-time.ts';
@@ -186,8 +187,9 @@ describe.runIf(ok)('KILLs when the server holds one up (MariaDB, through a proxy
       await watcher.waitGone(marks[1]);
       expect(proxy.opened()).toBe(2 + 2); // the two targets, the first side connection and one more
 
+      // Sent, and not answered: the server may still carry it out (held() says when it has).
       const { outcome, at } = await first;
-      expect(outcome).toBe('unknown');
+      expect(outcome).toBe('held');
       expect(at - start).toBeGreaterThanOrEqual(KILL_TIMEOUT_MS - 5);
       expect(at - start).toBeLessThan(KILL_TIMEOUT_MS + 1_000);
       // The server did carry it out: only its answer was held back.
@@ -197,7 +199,7 @@ describe.runIf(ok)('KILLs when the server holds one up (MariaDB, through a proxy
         `a KILL held up: the next one answered after ${secondMs.toFixed(1)} ms (on a second side connection), ` +
           `the held one gave up after ${(at - start).toFixed(1)} ms`,
       );
-      // The side connection it was stuck on is gone: a later KILL goes on the healthy one, nothing new opened.
+      // The side connection it was stuck on carries no other: a later KILL goes on the healthy one, nothing new opened.
       expect(await killer.kill(next.threadId, sightingOf(next))).toBe('killed');
       expect(proxy.opened()).toBe(4);
     } finally {
@@ -236,4 +238,105 @@ describe.runIf(ok)('KILLs when the server holds one up (MariaDB, through a proxy
       proxy.server.close();
     }
   });
+});
+
+/**
+ * A TCP proxy in front of the test server that forwards everything, except that what a client sends once it has
+ * sent `KILL QUERY <delayed>` reaches the server `delayMs` later (or never, with `Infinity`), as on a server that
+ * holds the KILL up before carrying it out. A client that closes meanwhile still has what it sent delivered.
+ */
+async function delayingProxy(
+  delayMs: number,
+): Promise<{ server: Server; port: number; delay(threadId: number): void }> {
+  const options = serverOptions();
+  let delayed: string | undefined;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(options.port as number, options.host as string);
+    sockets.add(client).add(upstream);
+    let behind: Promise<void> | undefined;
+    client.on('data', (data) => {
+      if (behind === undefined && delayed !== undefined && data.includes(delayed)) {
+        behind = new Promise((resolve) => {
+          if (Number.isFinite(delayMs)) setTimeout(resolve, delayMs);
+        });
+      }
+      if (behind === undefined) upstream.write(data);
+      else void behind.then(() => upstream.write(data));
+    });
+    upstream.on('data', (data) => client.write(data));
+    client.on('close', () => void (behind ?? Promise.resolve()).then(() => upstream.end()));
+    client.on('error', () => {});
+    upstream.on('close', () => client.destroy()).on('error', () => {});
+  });
+  server.on('close', () => {
+    for (const socket of sockets) socket.destroy();
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    server,
+    port: (server.address() as AddressInfo).port,
+    delay: (threadId) => {
+      delayed = `KILL QUERY ${threadId}`;
+    },
+  };
+}
+
+describe.runIf(ok)('a KILL the server carries out after its bound (MariaDB, through a proxy)', () => {
+  it('the next statement on the connection waits for the late KILL to be answered, and is not stopped by it', async () => {
+    // The KILL reaches the server 1.5 s after it gave up waiting (KILL_TIMEOUT_MS).
+    const proxy = await delayingProxy(KILL_TIMEOUT_MS + 1_500);
+    const watcher = await Watcher.open();
+    const db = withDeadline(await createConnection(serverOptions({ host: '127.0.0.1', port: proxy.port })));
+    try {
+      await db.query('SELECT 1'); // seen alive: a KILL may name it
+      proxy.delay(db.connection.threadId);
+      const mark = marker();
+      const cutAt = performance.now();
+      // Stopped at 100 ms; the server's own limit (the belt) ends the statement a moment later.
+      await expect(runWithDeadline(100, () => db.query(`SELECT SLEEP(5) /* ${mark} */`))).rejects.toBeInstanceOf(
+        DeadlineExceededError,
+      );
+      await watcher.waitGone(mark);
+      // Asked for at once, with time enough: it is sent once the server has answered the KILL, and runs its whole
+      // 2 s. Sent when the KILL gave up, the KILL would reach it 1.5 s in and cut it short (SLEEP answers 1).
+      const [[row]] = await runWithDeadline(10_000, () => db.query<RowDataPacket[]>('SELECT SLEEP(2) AS slept'));
+      const answeredMs = performance.now() - cutAt;
+      expect(Number(row?.slept)).toBe(0);
+      expect(answeredMs).toBeGreaterThanOrEqual(KILL_TIMEOUT_MS + 1_500 + 2_000);
+      console.log(
+        `a KILL carried out late: the next statement ran whole, answered ${answeredMs.toFixed(0)} ms after the cut`,
+      );
+    } finally {
+      await db.end().catch(() => {});
+      await watcher.end();
+      proxy.server.close();
+    }
+  }, 20_000);
+
+  it('a KILL never answered: the connection is closed after HELD_KILL_MS, and its next statement fails at once', async () => {
+    const proxy = await delayingProxy(Number.POSITIVE_INFINITY);
+    const db = withDeadline(await createConnection(serverOptions({ host: '127.0.0.1', port: proxy.port })));
+    try {
+      await db.query('SELECT 1');
+      proxy.delay(db.connection.threadId);
+      const cutAt = performance.now();
+      await expect(runWithDeadline(100, () => db.query('SELECT SLEEP(5)'))).rejects.toBeInstanceOf(
+        DeadlineExceededError,
+      );
+      // Waits behind the KILL, then finds its connection closed: the driver's error, not a stray KILL's.
+      const error = await runWithDeadline(30_000, () => db.query('SELECT SLEEP(2)')).catch((caught: unknown) => caught);
+      const failedMs = performance.now() - cutAt;
+      expect((error as { fatal?: unknown }).fatal, String(error)).toBe(true);
+      expect(failedMs).toBeGreaterThanOrEqual(KILL_TIMEOUT_MS + HELD_KILL_MS - 100);
+      expect(failedMs).toBeLessThan(KILL_TIMEOUT_MS + HELD_KILL_MS + 3_000);
+      console.log(
+        `a KILL never answered: the connection was closed, its next statement failed ${failedMs.toFixed(0)} ms after the cut`,
+      );
+    } finally {
+      await db.end().catch(() => {});
+      proxy.server.close();
+    }
+  }, 30_000);
 });

@@ -11,7 +11,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { serverOptions } from './support.ts';
 
 const LOCK = 'deadline-tests:statement-cuts';
-/** Long enough for every other such file to finish before this one (each takes 5–15 s here; all of them ~3 min). */
+/** Long enough for every other such file to finish before this one (each takes 5–30 s here; all of them ~3–4 min). */
 const WAIT_SECONDS = 600;
 
 /** Registers hooks that hold the lock for the whole of the calling test file. */
