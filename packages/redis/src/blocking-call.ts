@@ -7,7 +7,8 @@
  *   blocking command's timeout only when its event loop next wakes, up to `1000 / hz` ms late (100 ms with the
  *   default `hz 10`), often after the request's deadline. At that timeout the caller gets the command's
  *   timeout reply (`null`) at once, and the command is released on the server — the same reply, a few ms
- *   sooner. Not `WAIT`: its timeout reply is a count only the server knows, so its timeout is the server's.
+ *   sooner. Never before it: the server's own `null`, should it come first by our clock, waits for it. Not
+ *   `WAIT`: its timeout reply is a count only the server knows, so its timeout is the server's.
  * - otherwise its timeout is clamped into the budget, and it is released when the request dies first.
  *
  * Either way, an element popped in the race (its reply on the way when the caller was answered) is put back.
@@ -139,6 +140,9 @@ export function boundedBlocking(
       }
       reply.then(
         (value) => {
+          // The server counts the timeout on its own clock (the wall clock, which the OS may step), not ours: a
+          // `null` there before it has passed here waits for the timer armed for it, so it is never early.
+          if (!answered && exact && value === null && call.elapsedMs() < own) return;
           if (!answered) {
             answered = true;
             clearTimeout(timer);
