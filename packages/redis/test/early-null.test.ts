@@ -81,25 +81,26 @@ describe.runIf(privateServers)("@deadline/redis: the server's null before the ti
 
       // Without the wrapper, the server's shortened timeout is what the caller gets: the proxy works.
       const bare: number[] = [];
-      for (let i = 0; i < 10; i++) {
+      for (let i = 0; i < 5; i++) {
         const started = performance.now();
-        expect(await plain.blpop(key, 0.05)).toBeNull();
+        expect(await plain.blpop(key, 0.5)).toBeNull();
         bare.push(performance.now() - started);
       }
-      // Through the wrapper, under a budget well above the timeout: null, and never before 50 ms.
+      // Through the wrapper, under a budget well above the timeout: null, and never before 500 ms.
       const wrappedMs: number[] = [];
-      for (let i = 0; i < 10; i++) {
+      for (let i = 0; i < 5; i++) {
         const started = performance.now();
-        expect(await runWithDeadline(1_000, () => wrapped.blpop(key, 0.05))).toBeNull();
+        expect(await runWithDeadline(5_000, () => wrapped.blpop(key, 0.5))).toBeNull();
         wrappedMs.push(performance.now() - started);
       }
       const figures = (ms: number[]) => `${Math.min(...ms).toFixed(1)} to ${Math.max(...ms).toFixed(1)} ms`;
       console.log(
-        `BLPOP key 0.05, its timeout shortened to 1 ms on the way (${proxy.shortened} shortened): without the wrapper null after ${figures(bare)}; with it ${figures(wrappedMs)}`,
+        `BLPOP key 0.5, its timeout shortened to 1 ms on the way (${proxy.shortened} shortened): without the wrapper null after ${figures(bare)}; with it ${figures(wrappedMs)}`,
       );
-      expect(proxy.shortened).toBe(20);
-      expect(Math.max(...bare)).toBeLessThan(50);
-      expect(Math.min(...wrappedMs)).toBeGreaterThanOrEqual(50);
+      expect(proxy.shortened).toBe(10);
+      // The server's answer comes within a few ms; 500 leaves room for a stalled machine.
+      expect(Math.max(...bare)).toBeLessThan(500);
+      expect(Math.min(...wrappedMs)).toBeGreaterThanOrEqual(500);
     } finally {
       proxy.close();
     }
