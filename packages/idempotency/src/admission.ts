@@ -5,8 +5,8 @@
  * `failOpen`). A request whose key is held by another one waits for that one's answer within its own budget.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { type DeadlineContext, runWithDeadline } from '@deadline/core';
-import { outsideContext } from '@deadline/core/internal';
+import { runWithDeadline } from '@deadline/core';
+import { outsideContext, type Scope } from '@deadline/core/internal';
 import { fingerprintOf } from './fingerprint.js';
 import { IdempotentRequest } from './idempotent-request.js';
 import { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from './key-header.js';
@@ -62,7 +62,7 @@ export async function admit<Req>(
   options: ResolvedOptions<Req>,
   request: Req,
   facts: RequestFacts,
-  context: DeadlineContext | undefined,
+  context: Scope | undefined,
 ): Promise<Admission> {
   if (!options.methods.has(facts.method)) return PASS;
   const tenant = options.tenant?.(request);
@@ -81,8 +81,15 @@ export async function admit<Req>(
   /** The owner's lock time left at the last look that found the key busy; undefined before. */
   let busyLockLeftMs: number | undefined;
   for (;;) {
-    if (context?.stopReason !== undefined) throw context.stopReason;
     const left = context?.remainingMs() ?? Number.POSITIVE_INFINITY;
+    // Back from waiting on a busy key, with no time left to look again: the 409 was due, and it goes out now, in
+    // the turn the wait ended. The wait's timer is due before the deadline's, so even a stalled loop that finds both
+    // due at once runs this first. Asking `stopReason` here would stop the context then and there (its deadline
+    // passed during the stall) and its 504 would go out instead (CI, Node 22: a 300 ms duplicate got 504).
+    if (busyLockLeftMs !== undefined && left - ANSWER_MARGIN_MS < FIRST_POLL_MS && context?._knownStopped !== true) {
+      return answer(conflict(busyLockLeftMs));
+    }
+    if (context?.stopReason !== undefined) throw context.stopReason;
     const lockMs = Number.isFinite(left) ? Math.ceil(Math.max(0, left)) + options.lockGraceMs : options.lockMs;
     let claim: Awaited<ReturnType<typeof options.store.claim>>;
     try {
