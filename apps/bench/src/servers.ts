@@ -45,6 +45,14 @@ export const VARIANTS = {
     await app.listen({ port: 0, host: '127.0.0.1' });
     return app.server;
   },
+  // Under every deadline adapter: the least one can do per request, by hand (deadline-minimum.ts).
+  'fastify + deadline minimum': async () => {
+    const app = (await Fastify())({ logger: false });
+    (await import('./deadline-minimum.js')).addDeadlineMinimum(app);
+    app.get('/', async () => hello);
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    return app.server;
+  },
   // An OpenTelemetry-instrumented service (a server span per request), without and with the library.
   'fastify + OpenTelemetry': async () => {
     await withOpenTelemetry();
@@ -88,6 +96,7 @@ export const BASELINE: Record<Variant, Variant> = {
   'fastify + @deadline/fastify': 'fastify',
   'fastify + @fastify/request-context': 'fastify',
   'fastify + als.run only': 'fastify',
+  'fastify + deadline minimum': 'fastify',
   'fastify + OpenTelemetry': 'fastify + OpenTelemetry',
   'fastify + OpenTelemetry + @deadline/fastify': 'fastify + OpenTelemetry',
   express: 'express',
