@@ -30,7 +30,16 @@ function now(): number {
   return seconds * 1e3 + nanoseconds / 1e6;
 }
 
-/** Adds the minimal deadline hook to `app`. */
+/**
+ * Adds the minimal deadline hook to `app`.
+ *
+ * @example
+ * ```ts
+ * const app = Fastify();
+ * addDeadlineMinimum(app);
+ * app.get('/', async () => ({ hello: 'world' }));
+ * ```
+ */
 export function addDeadlineMinimum(app: FastifyInstance): void {
   const als = new AsyncLocalStorage<Pending>();
   let head: Pending | undefined;
