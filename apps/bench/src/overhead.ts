@@ -10,7 +10,7 @@ import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { readyUrl } from './ready-url.js';
-import { BASELINE, VARIANTS, type Variant } from './servers.js';
+import { BASELINE, COUNT_ONLY, VARIANTS, type Variant } from './servers.js';
 
 export interface OverheadOptions {
   rounds: number;
@@ -109,7 +109,7 @@ export async function measureOverhead(
   options: OverheadOptions,
   progress: (line: string) => void,
 ): Promise<OverheadRow[]> {
-  const variants = Object.keys(VARIANTS) as Variant[];
+  const variants = (Object.keys(VARIANTS) as Variant[]).filter((variant) => !COUNT_ONLY.has(variant));
   const servers = new Map<Variant, { url: string; child: ChildProcess }>();
   const samples = new Map<Variant, { rps: number; p99: number; cpu: number | undefined }[]>(
     variants.map((v) => [v, []]),

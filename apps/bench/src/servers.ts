@@ -90,6 +90,12 @@ export const VARIANTS = {
 
 export type Variant = keyof typeof VARIANTS;
 
+/**
+ * Variants counted by hand only (`node dist/server-process.js <variant>` under callgrind, as instructions.ts
+ * does), not in the overhead run: a reference point, not a product (docs/benchmarks.md says what each showed).
+ */
+export const COUNT_ONLY: ReadonlySet<Variant> = new Set<Variant>(['fastify + deadline minimum']);
+
 /** What each variant is compared with: the same framework, bare. */
 export const BASELINE: Record<Variant, Variant> = {
   fastify: 'fastify',

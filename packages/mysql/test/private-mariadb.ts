@@ -143,6 +143,10 @@ export class PrivateMariadb {
         `--port=${this.port}`,
         `--socket=${join(dir, 'sock')}`,
         `--pid-file=${join(dir, 'pid')}`,
+        // Its own: a server deletes every `#sql…` file in its tmpdir when it starts, and in the shared /tmp those
+        // are the temporary tables of the servers running beside it (CI: "Error on delete of
+        // '/tmp/#sql-temptable-….MAI'" on a processlist query, while a standby started).
+        `--tmpdir=${dir}`,
         '--bind-address=127.0.0.1',
         '--user=root', // run as root, which mariadbd otherwise refuses
         '--skip-grant-tables', // no system tables to make: everyone is root, and KILL needs no privilege
