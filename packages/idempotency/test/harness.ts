@@ -147,3 +147,18 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve(value: T): 
   });
   return { promise, resolve };
 }
+
+/** A store that tells the test when a claim found the key busy. */
+export function watched(store: IdempotencyStore, onBusy: () => void): IdempotencyStore {
+  return {
+    ...store,
+    claim: async (input) => {
+      const claim = await store.claim(input);
+      if (claim.kind === 'busy') onBusy();
+      return claim;
+    },
+    complete: (...args) => store.complete(...args),
+    saveStep: (...args) => store.saveStep(...args),
+    release: (...args) => store.release(...args),
+  };
+}

@@ -11,26 +11,21 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POSTGRES, REDIS, requireService } from '../../../test/support/services.js';
 import { IdempotencyProblem, type IdempotencyStore, MAX_KEY_LENGTH, pgStore, step } from '../src/index.js';
-import { type App, deferred, type Handler, type Host, openStore, type StoreName, send, startApp } from './harness.js';
+import {
+  type App,
+  deferred,
+  type Handler,
+  type Host,
+  openStore,
+  type StoreName,
+  send,
+  startApp,
+  watched,
+} from './harness.js';
 
 const available = (await requireService(POSTGRES)) && (await requireService(REDIS));
 let keyNumber = 0;
 const newKey = () => `key-${process.pid}-${++keyNumber}-${Math.random().toString(36).slice(2)}`;
-
-/** A store that tells the test when a claim found the key busy. */
-function watched(store: IdempotencyStore, onBusy: () => void): IdempotencyStore {
-  return {
-    ...store,
-    claim: async (input) => {
-      const claim = await store.claim(input);
-      if (claim.kind === 'busy') onBusy();
-      return claim;
-    },
-    complete: (...args) => store.complete(...args),
-    saveStep: (...args) => store.saveStep(...args),
-    release: (...args) => store.release(...args),
-  };
-}
 
 const combos: [StoreName, Host][] = [
   ['pg', 'fastify'],

@@ -11,33 +11,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POSTGRES, REDIS, requireService } from '../../../test/support/services.js';
 import { IdempotencyProblem, type IdempotencyStore } from '../src/index.js';
-import { type App, deferred, type Host, openStore, type StoreName, send, startApp } from './harness.js';
+import { type App, deferred, type Host, openStore, type StoreName, send, startApp, watched } from './harness.js';
 
 const available = (await requireService(POSTGRES)) && (await requireService(REDIS));
 let keyNumber = 0;
 const newKey = () => `stalled-${process.pid}-${++keyNumber}-${Math.random().toString(36).slice(2)}`;
 
-/** `store`, which blocks the event loop for `ms` (right after the turn) the first time a claim finds the key busy. */
-function stallingOnBusy(store: IdempotencyStore, ms: number): IdempotencyStore {
-  let stalled = false;
-  return {
-    ...store,
-    claim: async (input) => {
-      const claim = await store.claim(input);
-      if (claim.kind === 'busy' && !stalled) {
-        stalled = true;
-        // After this turn: the duplicate has armed the timer of its wait by then.
-        setImmediate(() => {
-          const until = performance.now() + ms;
-          while (performance.now() < until) {}
-        });
-      }
-      return claim;
-    },
-    complete: (...args) => store.complete(...args),
-    saveStep: (...args) => store.saveStep(...args),
-    release: (...args) => store.release(...args),
-  };
+/** Blocks the event loop for `ms`, right after this turn (the duplicate has armed its wait's timer by then). */
+function stallAfterThisTurn(ms: number): void {
+  setImmediate(() => {
+    const until = performance.now() + ms;
+    while (performance.now() < until) {}
+  });
 }
 
 const combos: [StoreName, Host][] = [
@@ -62,8 +47,15 @@ describe.runIf(available).each(combos)('%s store, %s', (storeName, host) => {
   it('a duplicate whose wait ends in a stall past its deadline gets 409, not 504', async () => {
     const started = deferred();
     const finish = deferred();
-    // 400 ms: past the duplicate's 300 ms budget; its wait's timer and its deadline come due in the same turn.
-    app = await startApp(host, { store: stallingOnBusy(store, 400) }, async () => {
+    // The first busy look stalls the loop 400 ms: past the duplicate's 300 ms budget, so its wait's timer and its
+    // deadline come due in the same turn.
+    let stalled = false;
+    const stalling = watched(store, () => {
+      if (stalled) return;
+      stalled = true;
+      stallAfterThisTurn(400);
+    });
+    app = await startApp(host, { store: stalling }, async () => {
       started.resolve();
       await finish.promise;
       return { status: 201, body: {} };
