@@ -90,6 +90,14 @@ async function settle(work: () => Promise<unknown>): Promise<{ error: unknown; a
   }
 }
 
+/** How many statements marked `prefix` the server still runs, asked again for up to 1 s while any are listed. */
+async function busyAfterAMoment(db: Server, prefix: string): Promise<number> {
+  const by = performance.now() + 1_000;
+  let busy = await db.busyWith(prefix);
+  while (busy > 0 && performance.now() < by) busy = await db.busyWith(prefix);
+  return busy;
+}
+
 /**
  * Registers the checks for one ORM on `open`ing it; `server()` is called first, and its driver instrumented
  * before the ORM opens its connections (as an app does at startup); the patch is undone after the file.
@@ -212,10 +220,7 @@ export function ormChecks(name: string, server: () => Promise<Server>, open: () 
     expect(cutByServer).toBeLessThanOrEqual(CANCELLED_STATEMENTS / 10);
     expect(warnings).toEqual([]);
     // Nothing of ours still runs (the last cancels may be on their way: a moment for them).
-    const by = performance.now() + 1_000;
-    let busy = await db.busyWith(prefix);
-    while (busy > 0 && performance.now() < by) busy = await db.busyWith(prefix);
-    expect(busy).toBe(0);
+    expect(await busyAfterAMoment(db, prefix)).toBe(0);
     // Every connection of the pool answers, in a request and outside one.
     let misfired = 0;
     for (let i = 0; i < POOL_MAX * 2; i++) {
@@ -232,7 +237,9 @@ export function ormChecks(name: string, server: () => Promise<Server>, open: () 
       }
       await orm.sleep(0, ormMarker());
     }
-    expect(await db.busyWith(prefix)).toBe(0);
+    // A statement whose answer the client has is still listed for a moment as the server finishes it (CI, Node 20:
+    // Knex on MariaDB, 1 right after the last one answered).
+    expect(await busyAfterAMoment(db, prefix)).toBe(0);
   });
 
   it(`${name}: two requests at once never see each other's cancel`, async () => {
