@@ -15,7 +15,7 @@ import {
 import fastifyDeadline from '@deadline/fastify';
 import { type DeadlinePool, withDeadline } from '@deadline/pg';
 import { deadlineMixin } from '@deadline/pino';
-import { type Job, Queue, Worker } from 'bullmq';
+import { Job, Queue, Worker } from 'bullmq';
 import Fastify from 'fastify';
 import pg from 'pg';
 import pino from 'pino';
@@ -43,16 +43,27 @@ function newWorker(queue: Queue, processor: (job: Job, token?: string, signal?: 
   return worker;
 }
 
-/** The job's next `failed` or `completed` event on the worker. */
-function settled(worker: Worker, jobId: string, event: 'completed' | 'failed') {
-  return new Promise<{ job: Job; error?: Error }>((resolve) => {
-    const listener = (job: Job | undefined, resultOrError: unknown) => {
+/**
+ * The job's `completed` or `failed` outcome. The worker may finish a quick job before the test gets its id (the
+ * request answers, `queue.add` of the next job returns), so after listening the job's stored state is read too:
+ * an event already missed is found there.
+ */
+async function settled(worker: Worker, jobId: string, event: 'completed' | 'failed') {
+  let listener!: (job: Job | undefined, resultOrError: unknown) => void;
+  const fromEvent = new Promise<{ job: Job; error?: Error }>((resolve) => {
+    listener = (job, resultOrError) => {
       if (job?.id !== jobId) return;
-      worker.off(event, listener);
       resolve({ job, ...(event === 'failed' ? { error: resultOrError as Error } : {}) });
     };
     worker.on(event, listener);
   });
+  const stored = await Job.fromId(worker, jobId);
+  const outcome =
+    stored && (await stored.getState()) === event
+      ? { job: stored, ...(event === 'failed' ? { error: new Error(stored.failedReason) } : {}) }
+      : await fromEvent;
+  worker.off(event, listener);
+  return outcome;
 }
 
 let pool: pg.Pool;
