@@ -6,19 +6,24 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Server } from 'node:http';
+import type { FastifyInstance } from 'fastify';
 
 const hello = { hello: 'world' };
 
 const Fastify = async () => (await import('fastify')).default;
 const express = async () => (await import('express')).default;
 
-/** The hello-world fastify server, with or without `@deadline/fastify`. */
-async function fastifyServer(withDeadline: boolean): Promise<Server> {
+/** The hello-world fastify server, after `setUp` (a plugin, a hook) if one is given. */
+async function fastifyServer(setUp?: (app: FastifyInstance) => unknown): Promise<Server> {
   const app = (await Fastify())({ logger: false });
-  if (withDeadline) await app.register((await import('@deadline/fastify')).fastifyDeadline, { serviceName: 'bench' });
+  await setUp?.(app);
   app.get('/', async () => hello);
   await app.listen({ port: 0, host: '127.0.0.1' });
   return app.server;
+}
+
+async function withDeadline(app: FastifyInstance): Promise<void> {
+  await app.register((await import('@deadline/fastify')).fastifyDeadline, { serviceName: 'bench' });
 }
 
 /** OpenTelemetry registered, before the framework is loaded (its instrumentations patch modules as they load). */
@@ -27,40 +32,30 @@ async function withOpenTelemetry(): Promise<void> {
 }
 
 export const VARIANTS = {
-  fastify: () => fastifyServer(false),
-  'fastify + @deadline/fastify': () => fastifyServer(true),
-  'fastify + @fastify/request-context': async () => {
-    const app = (await Fastify())({ logger: false });
-    await app.register((await import('@fastify/request-context')).fastifyRequestContext);
-    app.get('/', async () => hello);
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    return app.server;
-  },
+  fastify: () => fastifyServer(),
+  'fastify + @deadline/fastify': () => fastifyServer(withDeadline),
+  'fastify + @fastify/request-context': () =>
+    fastifyServer(async (app) => app.register((await import('@fastify/request-context')).fastifyRequestContext)),
   // The floor: the least any AsyncLocalStorage-based library can do — one `als.run` per request, nothing else.
-  'fastify + als.run only': async () => {
-    const app = (await Fastify())({ logger: false });
-    const als = new AsyncLocalStorage<object>();
-    app.addHook('onRequest', (_request, _reply, next) => als.run({}, next));
-    app.get('/', async () => hello);
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    return app.server;
-  },
+  'fastify + als.run only': () =>
+    fastifyServer((app) => {
+      const als = new AsyncLocalStorage<object>();
+      app.addHook('onRequest', (_request, _reply, next) => als.run({}, next));
+    }),
   // Under every deadline adapter: the least one can do per request, by hand (deadline-minimum.ts).
-  'fastify + deadline minimum': async () => {
-    const app = (await Fastify())({ logger: false });
-    (await import('./deadline-minimum.js')).addDeadlineMinimum(app);
-    app.get('/', async () => hello);
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    return app.server;
-  },
+  'fastify + deadline minimum': () =>
+    fastifyServer(async (app) => (await import('./deadline-minimum.js')).addDeadlineMinimum(app)),
+  // The same, keeping every promise of the library's (deadline-minimum-complete.ts).
+  'fastify + complete deadline minimum': () =>
+    fastifyServer(async (app) => (await import('./deadline-minimum-complete.js')).addCompleteDeadlineMinimum(app)),
   // An OpenTelemetry-instrumented service (a server span per request), without and with the library.
   'fastify + OpenTelemetry': async () => {
     await withOpenTelemetry();
-    return fastifyServer(false);
+    return fastifyServer();
   },
   'fastify + OpenTelemetry + @deadline/fastify': async () => {
     await withOpenTelemetry();
-    return fastifyServer(true);
+    return fastifyServer(withDeadline);
   },
   express: async () => {
     const app = (await express())();
@@ -94,7 +89,10 @@ export type Variant = keyof typeof VARIANTS;
  * Variants counted by hand only (`node dist/server-process.js <variant>` under callgrind, as instructions.ts
  * does), not in the overhead run: a reference point, not a product (docs/benchmarks.md says what each showed).
  */
-export const COUNT_ONLY: ReadonlySet<Variant> = new Set<Variant>(['fastify + deadline minimum']);
+export const COUNT_ONLY: ReadonlySet<Variant> = new Set<Variant>([
+  'fastify + deadline minimum',
+  'fastify + complete deadline minimum',
+]);
 
 /** What each variant is compared with: the same framework, bare. */
 export const BASELINE: Record<Variant, Variant> = {
@@ -103,6 +101,7 @@ export const BASELINE: Record<Variant, Variant> = {
   'fastify + @fastify/request-context': 'fastify',
   'fastify + als.run only': 'fastify',
   'fastify + deadline minimum': 'fastify',
+  'fastify + complete deadline minimum': 'fastify',
   'fastify + OpenTelemetry': 'fastify + OpenTelemetry',
   'fastify + OpenTelemetry + @deadline/fastify': 'fastify + OpenTelemetry',
   express: 'express',

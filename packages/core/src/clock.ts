@@ -22,8 +22,10 @@ const loadedHrtime = Number.parseInt(process.versions.node, 10) < 22 ? process.h
 
 /** `process.hrtime()` in milliseconds, unshifted. */
 function hrtimeMs(hrtime: NodeJS.HRTime): number {
-  const [seconds, nanoseconds] = hrtime();
-  return seconds * 1e3 + nanoseconds / 1e6;
+  // Indexed, not destructured: destructuring compiles to the iterator protocol, and its bytecode counts against
+  // what V8 will inline into a request's start.
+  const time = hrtime();
+  return (time[0] as number) * 1e3 + (time[1] as number) / 1e6;
 }
 
 /**

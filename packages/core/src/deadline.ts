@@ -87,6 +87,14 @@ export class Deadline {
     return new Deadline(startedAt, Math.max(expiresAt, startedAt));
   }
 
+  /**
+   * @internal {@link Deadline.at} without its argument checks, for a request's arrival: the instant comes from
+   * the monotonic clock and the budget was validated when it was parsed. Small enough for V8 to inline.
+   */
+  static _anchored(startedAt: number, budgetMs: number): Deadline {
+    return budgetMs === Number.POSITIVE_INFINITY ? Deadline.NONE : new Deadline(startedAt, startedAt + budgetMs);
+  }
+
   /** Whether `value` is a `Deadline` from any copy of this package. */
   static [Symbol.hasInstance](value: unknown): boolean {
     return typeof value === 'object' && value !== null && (value as { [kDeadline]?: unknown })[kDeadline] === true;

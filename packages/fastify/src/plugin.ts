@@ -110,7 +110,7 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
     if (checkLongLived && isLongLived(resolved.longLived, request, request.headers, request.log, resolved.hop)) {
       limits = longLivedLimits(limits);
     }
-    const trusted = isTrusted(trust, request, request.log, resolved.hop);
+    const trusted = trust === undefined || isTrusted(trust, request, request.log, resolved.hop);
     const budget = resolveBudget(request.headers, trusted, parse, limits);
     const state = startRequest(
       request.raw,

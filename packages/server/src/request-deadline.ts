@@ -164,7 +164,7 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
     this.budget = budget;
     this.arrivedAt = arrivedAt;
     // createContext({ root: true, … }) without its option checks: the hop was checked with the options.
-    this.#root = Scope.root(Deadline.at(arrivedAt + budget.budgetMs, arrivedAt), trace, options.hop);
+    this.#root = Scope.root(Deadline._anchored(arrivedAt, budget.budgetMs), trace, options.hop);
     this.context = this.#root;
     this.#span = trace === NEW_TRACE ? undefined : spanOfTrace(trace);
     if (this.#span !== undefined) annotateArrival(this.#span, options.hop, budget);

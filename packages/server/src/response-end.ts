@@ -42,6 +42,16 @@ export function finishWithResponse(
   // The caller's, when it has it already (see request-start.ts): a read of express's `req` is slow.
   socket = req.socket as TrackedSocket | null,
 ): void {
+  // Nearly always: a kept-alive socket that already carried a request of ours, so one a node:http or node:https
+  // server accepted. The rest is apart: a request's start is optimised as one unit, and V8 stops inlining into
+  // it once the code it took in passes a size — code on a path never taken counts too, calls on it do not.
+  const open = socket?.[OPEN];
+  if (open !== undefined) open.push(end);
+  else trackFirst(res, end, socket);
+}
+
+/** The first request of ours on `socket` (or a response whose finish is not published). */
+function trackFirst(res: ServerResponse, end: ResponseEnd, socket: TrackedSocket | null | undefined): void {
   // A node:http or node:https server's own response to a request read from a socket it accepted: its finish is
   // published.
   if (socket == null || socket.server == null || !(res instanceof ServerResponse)) {
@@ -52,16 +62,11 @@ export function finishWithResponse(
     subscribe('http.server.response.finish', onResponseFinish);
     subscribed = true;
   }
-  const open = socket[OPEN];
-  if (open === undefined) {
-    const ends: ResponseEnd[] = [end];
-    socket[OPEN] = ends;
-    // First among the socket's `close` listeners: Node's own emit the responses' `close` (and the requests'), and
-    // OpenTelemetry's http instrumentation ends the server span there; the outcome must be on it by then.
-    socket.prependOnceListener('close', () => closeAll(ends));
-  } else {
-    open.push(end);
-  }
+  const ends: ResponseEnd[] = [end];
+  socket[OPEN] = ends;
+  // First among the socket's `close` listeners: Node's own emit the responses' `close` (and the requests'), and
+  // OpenTelemetry's http instrumentation ends the server span there; the outcome must be on it by then.
+  socket.prependOnceListener('close', () => closeAll(ends));
 }
 
 /**
