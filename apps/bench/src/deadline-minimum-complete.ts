@@ -4,10 +4,12 @@
  * monotonic clock, a context in AsyncLocalStorage, a 504 from one shared timer, the response's end and the
  * client's leaving heard), it does the rest of the model, each part as cheaply as it can be written:
  * - every budget header the library understands is looked at (ours, `grpc-timeout`, `Connect-Timeout-Ms`,
- *   Envoy's, the absolute form); the smallest valid one wins, clamped to the route's maximum;
+ *   Envoy's; the absolute form is looked for and refused, as by default); the smallest valid one wins, clamped
+ *   to the route's maximum;
  * - the caller is asked about only through a `trust` predicate when the service gave one;
  * - the caller's `traceparent` is kept (parsed only when read), and OpenTelemetry's registry is looked at;
- * - deadlines may come in any order: a binary heap, and a request that ends leaves it;
+ * - deadlines may come in any order: a binary heap, and a request that ends leaves it (the core's expiry queue
+ *   written again on purpose: calling it would count the library's code, not the least one can write);
  * - the request's end records when it ended (for calls that outlive it), its outcome, and asks its logger whether
  *   a line would be written;
  * - `request.deadline` is set, and `preValidation` re-enters the context when a hook of the app's left it.
@@ -101,14 +103,8 @@ function otherBudgets(request: FastifyRequest, ours: number): [number, number] {
       source = i + 1;
     }
   }
-  const at = Date.parse(String(headers['x-request-deadline-at'] ?? ''));
-  if (Number.isFinite(at)) {
-    const ms = Math.max(0, at - Date.now());
-    if (best < 0 || ms < best) {
-      best = ms;
-      source = 4;
-    }
-  }
+  // `X-Request-Deadline-At` (epoch milliseconds) is refused, as the library refuses it unless its `absolute`
+  // option is set: its presence only sent the request here, where the library reports it.
   return [best, source];
 }
 

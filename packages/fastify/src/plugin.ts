@@ -110,6 +110,7 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
     if (checkLongLived && isLongLived(resolved.longLived, request, request.headers, request.log, resolved.hop)) {
       limits = longLivedLimits(limits);
     }
+    // Asked only when there is a predicate: a call never made is not inlined into the hook (response-end.ts).
     const trusted = trust === undefined || isTrusted(trust, request, request.log, resolved.hop);
     const budget = resolveBudget(request.headers, trusted, parse, limits);
     const state = startRequest(
