@@ -48,3 +48,4 @@ export { isUnpatched, unpatched } from './unpatched.js';
 export { checkBoolean, checkFunction, checkGuard, checkHop, checkName, checkNumber, checkObject } from './validate.js';
 export { WaitQueue } from './wait-queue.js';
 export { type HeaderSource, readHeader } from './wire/headers.js';
+export { ourBudgetAlone } from './wire/parse-budget.js';

@@ -12,6 +12,7 @@ import {
   parseGrpcTimeout,
   parseRequestDeadline,
 } from '../src/index.ts';
+import { ourBudgetAlone } from '../src/internal.ts';
 import { BAD_BUDGET_VALUES } from './fixtures/bad-budget-values.ts';
 
 const RUNS = 100_000;
@@ -69,6 +70,35 @@ describe('wire codec properties', () => {
     );
     // The generators must reach the valid grammar too, or the property proves little.
     expect(withBudget).toBeGreaterThan(RUNS / 10);
+  });
+
+  it(`${RUNS} random header sets: the fast read of the common request agrees with the parser, or leaves it to it`, () => {
+    const parse = createBudgetParser();
+    // As often: the records above, and ones with our header alone (or none), digits or not.
+    const oursAlone = fc.record(
+      { 'x-request-deadline': fc.oneof(headerValue, fc.stringMatching(/^\d{1,12}$/)) },
+      { requiredKeys: [] },
+    );
+    let answered = 0;
+    fc.assert(
+      fc.property(fc.oneof(headerRecord, oursAlone), (headers) => {
+        const fast = ourBudgetAlone(headers as Record<string, unknown>);
+        if (fast === -1) return true;
+        answered++;
+        const parsed = parse(headers as Record<string, string>);
+        if (parsed.ignored.length !== 0) return false;
+        if (fast === 0) return parsed.budgetMs === undefined && parsed.header === undefined;
+        return (
+          parsed.header === 'x-request-deadline' &&
+          parsed.budgetMs === Math.min(fast, 2_147_483_647) &&
+          parsed.value === headers['x-request-deadline'] &&
+          (parsed.requestedMs ?? parsed.budgetMs) === fast
+        );
+      }),
+      { numRuns: RUNS },
+    );
+    // The common cases did come up: no header at all, and ours alone with bare digits.
+    expect(answered).toBeGreaterThan(RUNS / 10);
   });
 
   it(`${RUNS} random single values: the per-dialect parsers give a positive finite number or undefined`, () => {

@@ -74,13 +74,13 @@ export function deadline(options?: ExpressDeadlineOptions) {
   const resolved = resolveOptions<IncomingMessage>(options);
   const logger = checkObject('logger', options?.logger) as LineLogger | undefined;
   const host = rawHost(logger);
-  const parse = createParser(resolved as never);
+  const parser = createParser(resolved as never);
   const trust = resolved.trust;
   // The headers and socket of each request, as the server starts it (see request-start.ts).
   noteRequestStarts();
   const budgetOf = (req: Request, headers: IncomingHttpHeaders, limits: ResolvedLimits): RequestBudget => {
     const trusted = trust === undefined || isTrusted(trust, req, requestLogger(req, logger), resolved.hop);
-    return resolveBudget(headers, trusted, parse, limits);
+    return resolveBudget(headers, trusted, parser, limits);
   };
 
   // Every property read on express's req or res is a slow lookup (each has a hidden class of its own, see

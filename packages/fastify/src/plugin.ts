@@ -64,7 +64,7 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
     done(error as Error);
     return;
   }
-  const parse = createParser(resolved as never);
+  const parser = createParser(resolved as never);
   const trust = resolved.trust;
   // Route limits are checked when the route is added (a bad value fails at startup) and cached per route.
   const routeLimits = new WeakMap<object, ResolvedLimits>();
@@ -112,7 +112,7 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
     }
     // Asked only when there is a predicate: a call never made is not inlined into the hook (response-end.ts).
     const trusted = trust === undefined || isTrusted(trust, request, request.log, resolved.hop);
-    const budget = resolveBudget(request.headers, trusted, parse, limits);
+    const budget = resolveBudget(request.headers, trusted, parser, limits);
     const state = startRequest(
       request.raw,
       reply.raw,

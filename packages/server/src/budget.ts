@@ -9,7 +9,10 @@ import {
   createBudgetParser,
   type IgnoredHeader,
   MAX_TIMER_DELAY_MS,
+  type ParsedBudget,
+  REQUEST_DEADLINE_HEADER,
 } from '@deadline/core';
+import { ourBudgetAlone } from '@deadline/core/internal';
 import type { LineLogger, ResolvedLimits, ResolvedOptions } from './options.js';
 import { reportHookError } from './request-deadline.js';
 
@@ -85,9 +88,21 @@ export function isTrusted<Req>(
   }
 }
 
-/** @internal One parser per service: its dialects are fixed at registration, the clamp is per route. */
-export function createParser(options: ResolvedOptions<never>): BudgetParser {
-  return createBudgetParser({ dialects: options.dialects, absolute: options.absolute, maxMs: MAX_TIMER_DELAY_MS });
+/**
+ * @internal A service's budget parser (its dialects are fixed at registration, the clamp is per route), and whether
+ * the common request may be read without it: ours is among the dialects, so `ourBudgetAlone()` can answer.
+ */
+export interface ServiceParser {
+  parse: BudgetParser;
+  oursAlone: boolean;
+}
+
+/** @internal One parser per service. */
+export function createParser(options: ResolvedOptions<never>): ServiceParser {
+  return {
+    parse: createBudgetParser({ dialects: options.dialects, absolute: options.absolute, maxMs: MAX_TIMER_DELAY_MS }),
+    oursAlone: options.dialects.includes('deadline'),
+  };
 }
 
 const NO_IGNORED: readonly IgnoredHeader[] = Object.freeze([]);
@@ -96,26 +111,45 @@ const NO_IGNORED: readonly IgnoredHeader[] = Object.freeze([]);
 export function resolveBudget(
   headers: IncomingHttpHeaders,
   trusted: boolean,
-  parse: BudgetParser,
+  parser: ServiceParser,
   limits: ResolvedLimits,
 ): RequestBudget {
-  if (trusted) {
-    const parsed = parse(headers);
-    if (parsed.budgetMs !== undefined) {
-      const clamped = parsed.budgetMs > limits.maxMs;
-      return {
-        budgetMs: clamped ? limits.maxMs : parsed.budgetMs,
-        source: 'header',
-        header: parsed.header,
-        value: parsed.value,
-        requestedMs: clamped ? parsed.budgetMs : parsed.requestedMs,
-        trusted,
-        ignored: parsed.ignored,
-      };
-    }
-    return defaultBudget(limits, trusted, parsed.ignored);
-  }
-  return defaultBudget(limits, trusted, NO_IGNORED);
+  if (!trusted) return defaultBudget(limits, false, NO_IGNORED);
+  // The common request (no budget header, or only ours: a hop of ours calling the next) is read without the
+  // parser: its call and its object were ~0.3k instructions a request (Node 20, callgrind).
+  const ours = parser.oursAlone ? ourBudgetAlone(headers) : -1;
+  if (ours === 0) return defaultBudget(limits, true, NO_IGNORED);
+  if (ours > 0) return oursBudget(ours, headers['x-request-deadline'] as string, limits);
+  return parsedBudget(parser.parse(headers), limits);
+}
+
+/** A budget from `X-Request-Deadline` alone (its value bare digits), clamped to the route's maximum. */
+function oursBudget(ms: number, value: string, limits: ResolvedLimits): RequestBudget {
+  const clamped = ms > limits.maxMs;
+  return {
+    budgetMs: clamped ? limits.maxMs : ms,
+    source: 'header',
+    header: REQUEST_DEADLINE_HEADER,
+    value,
+    requestedMs: clamped ? ms : undefined,
+    trusted: true,
+    ignored: NO_IGNORED,
+  };
+}
+
+function parsedBudget(parsed: ParsedBudget, limits: ResolvedLimits): RequestBudget {
+  if (parsed.budgetMs === undefined) return defaultBudget(limits, true, parsed.ignored);
+  const clamped = parsed.budgetMs > limits.maxMs;
+  return {
+    budgetMs: clamped ? limits.maxMs : parsed.budgetMs,
+    source: 'header',
+    header: parsed.header,
+    value: parsed.value,
+    // What the caller asked for: the parser's clamp (2^31−1 ms) may have cut it already.
+    requestedMs: parsed.requestedMs ?? (clamped ? parsed.budgetMs : undefined),
+    trusted: true,
+    ignored: parsed.ignored,
+  };
 }
 
 function defaultBudget(limits: ResolvedLimits, trusted: boolean, ignored: readonly IgnoredHeader[]): RequestBudget {

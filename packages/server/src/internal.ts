@@ -3,7 +3,7 @@
  * @packageDocumentation
  */
 
-export { createParser, isLongLived, isTrusted, resolveBudget } from './budget.js';
+export { createParser, isLongLived, isTrusted, resolveBudget, type ServiceParser } from './budget.js';
 export { emitInContext, needsRequestContext, needsResponseContext } from './events-in-context.js';
 export {
   longLivedLimits,

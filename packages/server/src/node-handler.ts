@@ -53,7 +53,7 @@ export function deadlineHandler(
   const resolved = resolveOptions<IncomingMessage>(options);
   const logger = checkObject('logger', options?.logger) as LineLogger | undefined;
   const host = rawHost(logger);
-  const parse = createParser(resolved as ResolvedOptions<never>);
+  const parser = createParser(resolved as ResolvedOptions<never>);
   const trust = resolved.trust;
 
   return function handleWithDeadline(req: IncomingMessage, res: ServerResponse): void {
@@ -62,7 +62,7 @@ export function deadlineHandler(
     const limits = isLongLived(resolved.longLived, req, headers, logger, resolved.hop)
       ? resolved.longLivedLimits
       : resolved.limits;
-    const budget = resolveBudget(headers, isTrusted(trust, req, logger, resolved.hop), parse, limits);
+    const budget = resolveBudget(headers, isTrusted(trust, req, logger, resolved.hop), parser, limits);
     const state = startRequest(req, res, resolved as never, host, budget, arrivedAt, limits);
     (req as DeadlineRequest).deadline = state;
     if (state.outcome !== undefined) return;
