@@ -112,10 +112,12 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
     }
     // Asked only when there is a predicate: a call never made is not inlined into the hook (response-end.ts).
     const trusted = trust === undefined || isTrusted(trust, request, request.log, resolved.hop);
-    const budget = resolveBudget(request.headers, trusted, parser, limits);
+    const headers = request.headers;
+    const budget = resolveBudget(headers, trusted, parser, limits);
     const state = startRequest(
       request.raw,
       reply.raw,
+      headers,
       resolved as never,
       fastifyHost,
       budget,

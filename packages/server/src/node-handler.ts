@@ -63,7 +63,7 @@ export function deadlineHandler(
       ? resolved.longLivedLimits
       : resolved.limits;
     const budget = resolveBudget(headers, isTrusted(trust, req, logger, resolved.hop), parser, limits);
-    const state = startRequest(req, res, resolved as never, host, budget, arrivedAt, limits);
+    const state = startRequest(req, res, headers, resolved as never, host, budget, arrivedAt, limits);
     (req as DeadlineRequest).deadline = state;
     if (state.outcome !== undefined) return;
     emitInContext(req, state, needsRequestContext);

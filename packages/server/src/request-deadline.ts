@@ -524,6 +524,8 @@ export function requestTrace(headers: IncomingHttpHeaders): TraceContext | typeo
 export function startRequest(
   req: IncomingMessage,
   res: ServerResponse,
+  // The adapter's read of `req.headers`: a second read is a getter's call on Node 20.
+  headers: IncomingHttpHeaders,
   options: ResolvedOptions<never>,
   host: RequestHost,
   budget: RequestBudget,
@@ -531,7 +533,7 @@ export function startRequest(
   limits: ResolvedLimits = options.limits,
   hostData?: unknown,
 ): RequestState {
-  const state = new RequestState(req, res, options, host, budget, arrivedAt, requestTrace(req.headers), hostData);
+  const state = new RequestState(req, res, options, host, budget, arrivedAt, requestTrace(headers), hostData);
   state.longLived = limits.longLived;
   finishWithResponse(req, res, state);
   state.admit(limits.minMs);
