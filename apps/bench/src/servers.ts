@@ -1,8 +1,8 @@
 /**
  * Hello-world servers, bare and with each library, one per process: AsyncLocalStorage's hooks are
  * process-wide on Node 20, so a bare server must not share a process with an instrumented one.
- * Each runs in its own process through server-process.ts, and loads only what it uses: under valgrind each
- * module loaded costs a second or more of startup, and a bare server holds nothing of the libraries.
+ * Each runs in its own process through server-process.ts. A bare server registers nothing of the libraries, but
+ * every process loads the same modules of ours (see loadTheLibrary).
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Server } from 'node:http';
@@ -10,8 +10,28 @@ import type { FastifyInstance } from 'fastify';
 
 const hello = { hello: 'world' };
 
-const Fastify = async () => (await import('fastify')).default;
-const express = async () => (await import('express')).default;
+/**
+ * Every server process loads the library's modules, whichever variant it runs; the variant only decides what is
+ * registered. Why: Node 20's ES module loader reads each file through a `FileHandle` (an EventEmitter), and after
+ * some 30 of them V8 optimises Node's own HTTP code differently — bare fastify costs ~1.0k instructions more per
+ * request (callgrind: the same with 30 empty modules, or 30 `fs.promises.readFile` calls). A bare server that loaded
+ * two modules would be measured in a state no service importing its code is in, and the library's per-request cost
+ * would carry a load-time effect that is not its own. (A CommonJS service that `require()`s the library loads it
+ * synchronously, without file handles.) docs/benchmarks.md has the figures.
+ */
+async function loadTheLibrary(): Promise<void> {
+  await import('@deadline/fastify');
+  await import('@deadline/express');
+}
+
+const Fastify = async () => {
+  await loadTheLibrary();
+  return (await import('fastify')).default;
+};
+const express = async () => {
+  await loadTheLibrary();
+  return (await import('express')).default;
+};
 
 /** The hello-world fastify server, after `setUp` (a plugin, a hook) if one is given. */
 async function fastifyServer(setUp?: (app: FastifyInstance) => unknown): Promise<Server> {
