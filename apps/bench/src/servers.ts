@@ -13,7 +13,7 @@ const hello = { hello: 'world' };
 /**
  * Every server process loads the library's modules, whichever variant it runs; the variant only decides what is
  * registered. Why: Node 20's ES module loader reads each file through a `FileHandle` (an EventEmitter), and after
- * some 30 of them V8 optimises Node's own HTTP code differently — bare fastify costs ~1.0k instructions more per
+ * some 30 of them V8 optimises Node's own HTTP code differently — bare fastify costs ~0.9k instructions more per
  * request (callgrind: the same with 30 empty modules, or 30 `fs.promises.readFile` calls). A bare server that loaded
  * two modules would be measured in a state no service importing its code is in, and the library's per-request cost
  * would carry a load-time effect that is not its own. (A CommonJS service that `require()`s the library loads it
