@@ -9,7 +9,6 @@ import {
   createBudgetParser,
   type IgnoredHeader,
   MAX_TIMER_DELAY_MS,
-  type ParsedBudget,
   REQUEST_DEADLINE_HEADER,
 } from '@deadline/core';
 import { ourBudgetAlone } from '@deadline/core/internal';
@@ -90,18 +89,18 @@ export function isTrusted<Req>(
 
 /**
  * @internal A service's budget parser (its dialects are fixed at registration, the clamp is per route), and whether
- * the common request may be read without it: ours is among the dialects, so `ourBudgetAlone()` can answer.
+ * it accepts our header: then `ourBudgetAlone()`'s budget may be taken without it.
  */
 export interface ServiceParser {
   parse: BudgetParser;
-  oursAlone: boolean;
+  acceptsOurs: boolean;
 }
 
 /** @internal One parser per service. */
 export function createParser(options: ResolvedOptions<never>): ServiceParser {
   return {
     parse: createBudgetParser({ dialects: options.dialects, absolute: options.absolute, maxMs: MAX_TIMER_DELAY_MS }),
-    oursAlone: options.dialects.includes('deadline'),
+    acceptsOurs: options.dialects.includes('deadline'),
   };
 }
 
@@ -118,38 +117,44 @@ export function resolveBudget(
   // The common request (no budget header, or only ours: a hop of ours calling the next) is read without the
   // parser, which V8 never inlines (too large): its call alone was 0.25k instructions a request (Node 20, callgrind),
   // and its result was copied into a second object.
-  const ours = parser.oursAlone ? ourBudgetAlone(headers) : -1;
+  const ours = ourBudgetAlone(headers);
   if (ours === 0) return defaultBudget(limits, true, NO_IGNORED);
-  if (ours > 0) return oursBudget(ours, headers['x-request-deadline'] as string, limits);
-  return parsedBudget(parser.parse(headers), limits);
+  if (ours > 0 && parser.acceptsOurs) {
+    return headerBudget(
+      ours,
+      REQUEST_DEADLINE_HEADER,
+      headers['x-request-deadline'] as string,
+      undefined,
+      NO_IGNORED,
+      limits,
+    );
+  }
+  const parsed = parser.parse(headers);
+  if (parsed.budgetMs === undefined) return defaultBudget(limits, true, parsed.ignored);
+  return headerBudget(parsed.budgetMs, parsed.header, parsed.value, parsed.requestedMs, parsed.ignored, limits);
 }
 
-/** A budget from `X-Request-Deadline` alone (its value bare digits), clamped to the route's maximum. */
-function oursBudget(ms: number, value: string, limits: ResolvedLimits): RequestBudget {
+/**
+ * A caller's budget, clamped to the route's maximum. `requestedMs`: what the caller asked for when the parser's own
+ * clamp (2^31−1 ms) cut it already; else the budget itself when this clamp does.
+ */
+function headerBudget(
+  ms: number,
+  header: BudgetHeader | undefined,
+  value: string | undefined,
+  requestedMs: number | undefined,
+  ignored: readonly IgnoredHeader[],
+  limits: ResolvedLimits,
+): RequestBudget {
   const clamped = ms > limits.maxMs;
   return {
     budgetMs: clamped ? limits.maxMs : ms,
     source: 'header',
-    header: REQUEST_DEADLINE_HEADER,
+    header,
     value,
-    requestedMs: clamped ? ms : undefined,
+    requestedMs: requestedMs ?? (clamped ? ms : undefined),
     trusted: true,
-    ignored: NO_IGNORED,
-  };
-}
-
-function parsedBudget(parsed: ParsedBudget, limits: ResolvedLimits): RequestBudget {
-  if (parsed.budgetMs === undefined) return defaultBudget(limits, true, parsed.ignored);
-  const clamped = parsed.budgetMs > limits.maxMs;
-  return {
-    budgetMs: clamped ? limits.maxMs : parsed.budgetMs,
-    source: 'header',
-    header: parsed.header,
-    value: parsed.value,
-    // What the caller asked for: the parser's clamp (2^31−1 ms) may have cut it already.
-    requestedMs: parsed.requestedMs ?? (clamped ? parsed.budgetMs : undefined),
-    trusted: true,
-    ignored: parsed.ignored,
+    ignored,
   };
 }
 

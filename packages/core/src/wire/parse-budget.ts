@@ -206,12 +206,11 @@ export function createBudgetParser(options: BudgetParserOptions = {}): BudgetPar
   return function parseBudget(headers: HeaderSource): ParsedBudget {
     // The common cases first, from node's plain headers: no budget header at all (the edge), or only ours (a hop
     // of ours calling the next). Literal loads, no call per dialect: this runs for every request a server gets.
-    if (typeof (headers as { get?: unknown }).get !== 'function' && onlyOursIfAny(headers as PlainHeaders)) {
-      const ours = (headers as PlainHeaders)['x-request-deadline'];
-      if (ours === undefined) return NO_BUDGET;
-      if (acceptsOurs) {
-        const ms = parseMilliseconds(ours);
-        if (typeof ms === 'number') return clamped(ms, REQUEST_DEADLINE_HEADER, ours);
+    if (typeof (headers as { get?: unknown }).get !== 'function') {
+      const ours = ourBudgetAlone(headers as PlainHeaders);
+      if (ours === 0) return NO_BUDGET;
+      if (ours > 0 && acceptsOurs) {
+        return clamped(ours, REQUEST_DEADLINE_HEADER, (headers as PlainHeaders)['x-request-deadline']);
       }
     }
     let best: number | undefined;
@@ -258,8 +257,9 @@ function onlyOursIfAny(headers: PlainHeaders): boolean {
 /**
  * @internal The budget of the request nearly every server gets, read without the parser's objects: `0` when node's
  * plain headers carry no budget header at all; the milliseconds of `X-Request-Deadline` when it is the only one and
- * holds bare digits; `-1` for anything else, which a parser reads (and reports). Only for a receiver that accepts
- * our header: small enough for V8 to inline into a server's request hook, which the parser is not.
+ * holds bare digits (to be taken only by a receiver that accepts our header); `-1` for anything else, which the
+ * parser reads (and reports). Small enough for V8 to inline into a server's request hook, which the parser is not;
+ * the parser starts with it too.
  */
 export function ourBudgetAlone(headers: PlainHeaders): number {
   if (!onlyOursIfAny(headers)) return -1;
