@@ -57,11 +57,13 @@ async function settled(worker: Worker, jobId: string, event: 'completed' | 'fail
     };
     worker.on(event, listener);
   });
-  const stored = await Job.fromId(worker, jobId);
-  const outcome =
-    stored && (await stored.getState()) === event
-      ? { job: stored, ...(event === 'failed' ? { error: new Error(stored.failedReason) } : {}) }
-      : await fromEvent;
+  // The job is read again once its state says it finished: the first read may predate the finish (the state is
+  // read after it), and would then hold no return value or failure reason.
+  const probe = await Job.fromId(worker, jobId);
+  const stored = probe && (await probe.getState()) === event ? await Job.fromId(worker, jobId) : undefined;
+  const outcome = stored
+    ? { job: stored, ...(event === 'failed' ? { error: new Error(stored.failedReason) } : {}) }
+    : await fromEvent;
   worker.off(event, listener);
   return outcome;
 }
