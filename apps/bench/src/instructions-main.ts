@@ -6,7 +6,8 @@
  *
  * Two counts run at a time (one per core: a count does not move with the load beside it, only the wall time
  * does). `--quick`: a short warm-up and window, a smoke test of the harness, not a measurement. `--node 24,26`:
- * those majors only. `--only fastify,express`: those frameworks' rows only.
+ * those majors only. `--only fastify,express`: those frameworks' rows only. `--minimum`: fastify's hand-written
+ * complete minimum too.
  */
 import { writeFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
@@ -17,7 +18,7 @@ import { findNewerNodes, type NodeBinary } from './node-versions.js';
 import type { Variant } from './servers.js';
 
 /** What a row is to its framework's bare row. */
-type Role = 'bare' | 'floor' | 'peer' | 'library';
+type Role = 'bare' | 'floor' | 'peer' | 'minimum' | 'library';
 
 interface Row {
   framework: 'fastify' | 'express' | 'fetch';
@@ -32,6 +33,7 @@ const ROWS: Row[] = [
   { framework: 'fastify', role: 'bare', target: server('fastify') },
   { framework: 'fastify', role: 'floor', target: server('fastify + als.run only') },
   { framework: 'fastify', role: 'peer', target: server('fastify + @fastify/request-context') },
+  { framework: 'fastify', role: 'minimum', target: server('fastify + complete deadline minimum') },
   { framework: 'fastify', role: 'library', target: server('fastify + @deadline/fastify') },
   { framework: 'express', role: 'bare', target: server('express') },
   { framework: 'express', role: 'floor', target: server('express + als.run only') },
@@ -46,7 +48,15 @@ const quick = process.argv.includes('--quick');
 const onlyFrameworks = process.argv.includes('--only')
   ? process.argv[process.argv.indexOf('--only') + 1]?.split(',')
   : undefined;
-const rows = ROWS.filter((row) => onlyFrameworks === undefined || onlyFrameworks.includes(row.framework));
+/**
+ * `--minimum`: also the least an adapter can do per request while keeping the library's promises, written by hand
+ * (deadline-minimum-complete.ts) — the floor under the library's own work. Left out by default: four counts more.
+ */
+const withMinimum = process.argv.includes('--minimum');
+const rows = ROWS.filter(
+  (row) =>
+    (onlyFrameworks === undefined || onlyFrameworks.includes(row.framework)) && (row.role !== 'minimum' || withMinimum),
+);
 const onlyMajors = process.argv[process.argv.indexOf('--node') + 1]?.split(',').map(Number);
 /** `v24.22.3` → 24. */
 const majorOf = (version: string) => Number(version.replace(/^v/, '').split('.')[0]);
@@ -97,8 +107,14 @@ interface Report {
     framework: Row['framework'];
     role: Role;
     variant: string;
-    /** Per Node: the count without the JIT's work, its ratio to bare, and the JIT's work left out. */
-    counts: Record<string, { instructionsPerRequest: number; ratioToBare: number; jitPerRequest: number }>;
+    /**
+     * Per Node: the count without the JIT's work, its ratio to bare, the JIT's work left out, and the count's wall
+     * time (valgrind starting Node, the warm-up, the window).
+     */
+    counts: Record<
+      string,
+      { instructionsPerRequest: number; ratioToBare: number; jitPerRequest: number; seconds: number }
+    >;
   }[];
   seconds: number;
 }
@@ -127,9 +143,13 @@ const downstream = await startDownstream();
 let done = 0;
 const total = nodes.length * rows.length;
 const counts = new Map<string, Count>();
+/** Each count's wall time in seconds, by `${version} ${variant}`: where the run's time goes. */
+const seconds = new Map<string, number>();
 const job = (node: NodeBinary, row: Row) => async () => {
+  const began = performance.now();
   const count = await countInstructions(node.path, row.target, countsFor(row, node), downstream.url);
   counts.set(`${node.version} ${row.target.variant}`, count);
+  seconds.set(`${node.version} ${row.target.variant}`, Math.round((performance.now() - began) / 100) / 10);
   progress(
     `instructions: ${++done}/${total} (${node.version} ${row.target.variant}: ${kilo(count.instructionsPerRequest)})`,
   );
@@ -168,6 +188,7 @@ const report: Report = {
               (countOf(node, bareOf(row)).instructionsPerRequest / countOf(node, row).instructionsPerRequest) * 1000,
             ) / 1000,
           jitPerRequest: Math.round(countOf(node, row).jitPerRequest),
+          seconds: seconds.get(`${node.version} ${row.target.variant}`) as number,
         },
       ]),
     ),
