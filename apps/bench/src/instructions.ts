@@ -46,6 +46,11 @@ function underCallgrind(node: string, dir: string, script: string, args: string[
       node,
       '--single-threaded',
       '--expose-gc',
+      // V8's memory reducer checks the allocation rate every 8 s of wall time and collects the whole heap when it
+      // looks idle. Under valgrind a process runs tens of times slower, slower still once counting is on, so a
+      // check inside a window could take it for idle and put a full collection (~100M instructions) in one
+      // count. A server under load never sees it.
+      '--no-memory-reducer',
       script,
       ...args,
     ],
