@@ -142,14 +142,14 @@ const nodes: NodeBinary[] = [{ version: process.version, path: process.execPath 
 const downstream = await startDownstream();
 let done = 0;
 const total = nodes.length * rows.length;
-const counts = new Map<string, Count>();
-/** Each count's wall time in seconds, by `${version} ${variant}`: where the run's time goes. */
-const seconds = new Map<string, number>();
+/** A count, and its wall time in seconds (where the run's time goes). */
+type Timed = Count & { seconds: number };
+const counts = new Map<string, Timed>();
 const job = (node: NodeBinary, row: Row) => async () => {
   const began = performance.now();
   const count = await countInstructions(node.path, row.target, countsFor(row, node), downstream.url);
-  counts.set(`${node.version} ${row.target.variant}`, count);
-  seconds.set(`${node.version} ${row.target.variant}`, Math.round((performance.now() - began) / 100) / 10);
+  const seconds = Math.round((performance.now() - began) / 100) / 10;
+  counts.set(`${node.version} ${row.target.variant}`, { ...count, seconds });
   progress(
     `instructions: ${++done}/${total} (${node.version} ${row.target.variant}: ${kilo(count.instructionsPerRequest)})`,
   );
@@ -167,7 +167,7 @@ try {
 }
 process.stderr.write('\n');
 
-const countOf = (node: NodeBinary, row: Row) => counts.get(`${node.version} ${row.target.variant}`) as Count;
+const countOf = (node: NodeBinary, row: Row) => counts.get(`${node.version} ${row.target.variant}`) as Timed;
 const bareOf = (row: Row) => ROWS.find((other) => other.framework === row.framework && other.role === 'bare') as Row;
 const report: Report = {
   machine: { node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown' },
@@ -188,7 +188,7 @@ const report: Report = {
               (countOf(node, bareOf(row)).instructionsPerRequest / countOf(node, row).instructionsPerRequest) * 1000,
             ) / 1000,
           jitPerRequest: Math.round(countOf(node, row).jitPerRequest),
-          seconds: seconds.get(`${node.version} ${row.target.variant}`) as number,
+          seconds: countOf(node, row).seconds,
         },
       ]),
     ),
