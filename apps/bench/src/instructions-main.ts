@@ -6,8 +6,8 @@
  *
  * Two counts run at a time (one per core: a count does not move with the load beside it, only the wall time
  * does). `--quick`: a short warm-up and window, a smoke test of the harness, not a measurement. `--node 24,26`:
- * those majors only. `--only fastify,express`: those frameworks' rows only. `--minimum`: fastify's hand-written
- * complete minimum too.
+ * those majors only. `--only fastify,express`: those frameworks' rows only. `--minimum`: the hand-written
+ * complete minima too (fastify's and express's).
  */
 import { writeFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
@@ -37,6 +37,7 @@ const ROWS: Row[] = [
   { framework: 'fastify', role: 'library', target: server('fastify + @deadline/fastify') },
   { framework: 'express', role: 'bare', target: server('express') },
   { framework: 'express', role: 'floor', target: server('express + als.run only') },
+  { framework: 'express', role: 'minimum', target: server('express + complete deadline minimum') },
   { framework: 'express', role: 'library', target: server('express + @deadline/express') },
   { framework: 'fetch', role: 'bare', target: client('fetch, bare Agent') },
   { framework: 'fetch', role: 'floor', target: client('fetch + a dispatcher that only forwards') },
@@ -50,7 +51,8 @@ const onlyFrameworks = process.argv.includes('--only')
   : undefined;
 /**
  * `--minimum`: also the least an adapter can do per request while keeping the library's promises, written by hand
- * (deadline-minimum-complete.ts) — the floor under the library's own work. Left out by default: four counts more.
+ * (deadline-minimum-complete.ts, express-minimum-complete.ts) — the floor under the library's own work. Left out by
+ * default: a count more per framework and Node.
  */
 const withMinimum = process.argv.includes('--minimum');
 const rows = ROWS.filter(

@@ -92,6 +92,15 @@ export const VARIANTS = {
     });
     return listen(app);
   },
+  // The least a deadline middleware can do keeping the library's promises, by hand (express-minimum-complete.ts).
+  'express + complete deadline minimum': async () => {
+    const app = (await express())();
+    app.use((await import('./express-minimum-complete.js')).completeDeadlineMinimum());
+    app.get('/', (_req, res) => {
+      res.json(hello);
+    });
+    return listen(app);
+  },
   'express + als.run only': async () => {
     const app = (await express())();
     const als = new AsyncLocalStorage<object>();
@@ -112,6 +121,7 @@ export type Variant = keyof typeof VARIANTS;
 export const COUNT_ONLY: ReadonlySet<Variant> = new Set<Variant>([
   'fastify + deadline minimum',
   'fastify + complete deadline minimum',
+  'express + complete deadline minimum',
 ]);
 
 /** What each variant is compared with: the same framework, bare. */
@@ -127,6 +137,7 @@ export const BASELINE: Record<Variant, Variant> = {
   express: 'express',
   'express + @deadline/express': 'express',
   'express + als.run only': 'express',
+  'express + complete deadline minimum': 'express',
 };
 
 function listen(app: import('express').Express): Promise<Server> {
