@@ -250,7 +250,7 @@ for (const [name, framework] of [
       }
     });
 
-    it('req.deadline lasts until the request and its response have both closed, their close listeners included', async () => {
+    it('req.deadline lasts until the request and its response have both closed, their close listeners included (Node 20, 22: then let go)', async () => {
       const app2 = framework();
       app2.use(deadline({ serviceName: 'orders' }));
       const seen: unknown[] = [];
@@ -271,8 +271,11 @@ for (const [name, framework] of [
       const { url: url2, server: server2 } = await listen(app2);
       try {
         await (await request(url2)).body.dump();
-        // After both: the state is let go (a WeakMap entry kept until a collection cost ~8k instructions a request).
-        expect(await after).toBeUndefined();
+        // After both, on Node 20 and 22: the state is let go (a WeakMap entry kept until a collection cost ~8k
+        // instructions a request). From Node 24 the state is a property of the request, and goes with it.
+        const left = await after;
+        if (Number(process.versions.node.split('.')[0]) >= 24) expect(left).toMatchObject({ outcome: 'ok' });
+        else expect(left).toBeUndefined();
         expect([...seen].sort()).toEqual(['request: ok', 'response: ok']);
       } finally {
         await close(server2);
