@@ -20,8 +20,8 @@ import { needsRequestContext, needsResponseContext, type RequestState } from '@d
 /**
  * Where each request's state is kept, for `req.deadline` and the event wrappers. From Node 24 on, in a property of
  * the request under a symbol of ours: V8 adds it to express's prototype-swapped request at little cost there, and
- * it goes with the request (counted with callgrind: 1.3k instructions a request less than the WeakMap on Node 26,
- * 1.6k on Node 24). On Node 20 and 22 that property is a slow runtime call that also slows every later read of the
+ * it goes with the request (counted with callgrind: ~2k instructions a request less than the WeakMap on Node 24
+ * and 26). On Node 20 and 22 that property is a slow runtime call that also slows every later read of the
  * request (3k to 43k more), so there the state lives in a WeakMap (below).
  */
 const STATE_ON_REQUEST = Number(process.versions.node.split('.')[0]) >= 24;

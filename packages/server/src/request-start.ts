@@ -33,8 +33,8 @@ let subscribed = false;
 /**
  * From Node 24 on, reading `headers` and `socket` of express's request costs little (V8 caches them despite the
  * swapped prototype), while a subscriber has Node publish on the channel for every request: noted only on Node 20
- * and 22, where it saves ~6k instructions a request (express, callgrind; from Node 24 it costs 0.3–0.5k more than
- * it saves).
+ * and 22, where it saves ~6k instructions a request (express, callgrind; without it, Node 24 counts the same and
+ * Node 26 ~2k less).
  */
 const READS_OF_SWAPPED_REQUESTS_ARE_SLOW = Number(process.versions.node.split('.')[0]) < 24;
 
