@@ -8,7 +8,8 @@
  * - `req.deadline` is set, and the rest of the chain runs in the context;
  * - the request's and the response's events that code continues from ('data', 'end', 'readable', 'error' on the
  *   request; 'drain', 'error' on the response) are emitted in the context when someone other than Node listens:
- *   `emit` wrapped once on the app's request and response prototypes.
+ *   `emit` wrapped once on the app's request and response prototypes (which events need it is the library's own
+ *   test, `needsRequestContext` / `needsResponseContext`: a minimum would write the same lines).
  * `req.deadline` is an own property of the request: the cheapest way on Node 24 and 26, where this count is the
  * floor of the ≥ 0.95 goal (on Node 20 and 22 a property added to express's prototype-swapped request is a slow
  * runtime call and slows every later read of it: @deadline/express's prototypes.ts). It leaves out what needs no
@@ -17,6 +18,7 @@
  */
 import type { AsyncLocalStorage } from 'node:async_hooks';
 import type { EventEmitter } from 'node:events';
+import { needsRequestContext, needsResponseContext } from '@deadline/server/internal';
 import type { Request, RequestHandler, Response } from 'express';
 import { minimumDeadlines, now, type RequestScope } from './minimum-deadlines.js';
 
@@ -59,20 +61,6 @@ export function completeDeadlineMinimum(
       return Reflect.apply(emit, this, arguments) as boolean;
     };
   };
-  // Node's own 'end' listener (`clearIncoming`), learned once: a GET's 'end' with only it listening needs no context.
-  let nodeEndListener: ((...args: unknown[]) => void) | undefined;
-  const requestNeedsContext = (req: EventEmitter, event: unknown) => {
-    if (event !== 'data' && event !== 'end' && event !== 'readable' && event !== 'error') return false;
-    const count = req.listenerCount(event);
-    if (count !== 1 || event !== 'end') return count > 0;
-    if (nodeEndListener !== undefined) return req.listenerCount('end', nodeEndListener) === 0;
-    const only = req.listeners('end')[0] as ((...args: unknown[]) => void) | undefined;
-    if (only?.name !== 'clearIncoming') return true;
-    nodeEndListener = only;
-    return false;
-  };
-  const responseNeedsContext = (res: EventEmitter, event: unknown) =>
-    (event === 'drain' || event === 'error') && res.listenerCount(event) > 0;
   const scopeOfRequest = (req: object) => (req as { deadline?: unknown }).deadline;
   const scopeOfResponse = (res: object) => ((res as Response).req as { deadline?: unknown }).deadline;
   let wrapped = false;
@@ -91,8 +79,8 @@ export function completeDeadlineMinimum(
     // One app here: its prototypes are wrapped at its first request (a library checks which app each request is of).
     if (!wrapped) {
       wrapped = true;
-      wrapEmit(Object.getPrototypeOf(req) as object, requestNeedsContext, scopeOfRequest);
-      wrapEmit(Object.getPrototypeOf(res) as object, responseNeedsContext, scopeOfResponse);
+      wrapEmit(Object.getPrototypeOf(req) as object, needsRequestContext, scopeOfRequest);
+      wrapEmit(Object.getPrototypeOf(res) as object, needsResponseContext, scopeOfResponse);
     }
     als.run(scope, next);
   };

@@ -42,6 +42,16 @@ async function fastifyServer(setUp?: (app: FastifyInstance) => unknown): Promise
   return app.server;
 }
 
+/** The hello-world express server, after `setUp` (a middleware) if one is given. */
+async function expressServer(setUp?: (app: import('express').Express) => unknown): Promise<Server> {
+  const app = (await express())();
+  await setUp?.(app);
+  app.get('/', (_req, res) => {
+    res.json(hello);
+  });
+  return listen(app);
+}
+
 async function withDeadline(app: FastifyInstance): Promise<void> {
   await app.register((await import('@deadline/fastify')).fastifyDeadline, { serviceName: 'bench' });
 }
@@ -77,39 +87,18 @@ export const VARIANTS = {
     await withOpenTelemetry();
     return fastifyServer(withDeadline);
   },
-  express: async () => {
-    const app = (await express())();
-    app.get('/', (_req, res) => {
-      res.json(hello);
-    });
-    return listen(app);
-  },
-  'express + @deadline/express': async () => {
-    const app = (await express())();
-    app.use((await import('@deadline/express')).deadline({ serviceName: 'bench' }));
-    app.get('/', (_req, res) => {
-      res.json(hello);
-    });
-    return listen(app);
-  },
+  express: () => expressServer(),
+  'express + @deadline/express': () =>
+    expressServer(async (app) => app.use((await import('@deadline/express')).deadline({ serviceName: 'bench' }))),
   // The least a deadline middleware can do keeping the library's promises, by hand (express-minimum-complete.ts).
-  'express + complete deadline minimum': async () => {
-    const app = (await express())();
-    app.use((await import('./express-minimum-complete.js')).completeDeadlineMinimum());
-    app.get('/', (_req, res) => {
-      res.json(hello);
-    });
-    return listen(app);
-  },
-  'express + als.run only': async () => {
-    const app = (await express())();
-    const als = new AsyncLocalStorage<object>();
-    app.use((_req, _res, next) => als.run({}, next));
-    app.get('/', (_req, res) => {
-      res.json(hello);
-    });
-    return listen(app);
-  },
+  'express + complete deadline minimum': () =>
+    expressServer(async (app) => app.use((await import('./express-minimum-complete.js')).completeDeadlineMinimum())),
+  // The floor, as for fastify.
+  'express + als.run only': () =>
+    expressServer((app) => {
+      const als = new AsyncLocalStorage<object>();
+      app.use((_req, _res, next) => als.run({}, next));
+    }),
 } as const;
 
 export type Variant = keyof typeof VARIANTS;

@@ -23,7 +23,7 @@ import {
   resolveOptions,
   takeStartedRequest,
 } from '@deadline/server/internal';
-import { attach, type ExpressExchange, isExpressExchange, stateOf } from './prototypes.js';
+import { attach, isExpressExchange, newExchange, stateOf } from './prototypes.js';
 
 /** The request as express gives it to a middleware; kept structural so express 4 and 5 types both fit. */
 type Request = IncomingMessage & { deadline?: RequestDeadline };
@@ -108,7 +108,7 @@ export function deadline(options?: ExpressDeadlineOptions) {
       : resolved.limits;
     const budget = budgetOf(req, headers, limits);
     const trace = requestTrace(headers);
-    const exchange: ExpressExchange | undefined = express ? { closes: 0 } : undefined;
+    const exchange = express ? newExchange() : undefined;
     const state = new RequestState(req, res, resolved as never, host, budget, arrivedAt, trace, exchange);
     state.longLived = limits.longLived;
     if (express) {

@@ -107,6 +107,11 @@ export interface ExpressExchange {
   closes: number;
 }
 
+/** A new request's {@link ExpressExchange}: counted only where the state is a WeakMap entry (Node 20, 22). @internal */
+export function newExchange(): ExpressExchange | undefined {
+  return STATE_ON_REQUEST ? undefined : { closes: 0 };
+}
+
 /**
  * The request or the response has closed, its `close` listeners run: after both, the entry goes. Left for the
  * collector to clear, entries of finished requests piled up in the WeakMap between collections, and setting one
