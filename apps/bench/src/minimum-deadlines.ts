@@ -66,9 +66,15 @@ const OTEL_REGISTRY = Symbol.for('opentelemetry.js.api.1');
 const kOpen = Symbol('open');
 type TrackedSocket = Socket & { [kOpen]?: RequestScope<unknown>[] };
 
+/**
+ * `process.hrtime`, read once: `process` on the global is a getter of Node's (a global load and a call, ~0.1k
+ * instructions a read on Node 22, callgrind), which a request's two clock reads need not pay.
+ */
+const hrtime = process.hrtime;
+
 /** Milliseconds on the monotonic clock (process.hrtime: Node 20's cheapest read). */
 export function now(): number {
-  const [seconds, nanoseconds] = process.hrtime();
+  const [seconds, nanoseconds] = hrtime();
   return seconds * 1e3 + nanoseconds / 1e6;
 }
 
