@@ -15,7 +15,12 @@
 import type { EventEmitter } from 'node:events';
 import { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestDeadline } from '@deadline/server';
-import { needsRequestContext, needsResponseContext, type RequestState } from '@deadline/server/internal';
+import {
+  needsRequestContext,
+  needsResponseContext,
+  READS_OF_SWAPPED_REQUESTS_ARE_SLOW,
+  type RequestState,
+} from '@deadline/server/internal';
 
 /**
  * Where each request's state is kept, for `req.deadline` and the event wrappers. From Node 24 on, in a property of
@@ -24,7 +29,7 @@ import { needsRequestContext, needsResponseContext, type RequestState } from '@d
  * and 26). On Node 20 and 22 that property is a slow runtime call that also slows every later read of the
  * request (3k to 43k more), so there the state lives in a WeakMap (below).
  */
-const STATE_ON_REQUEST = Number(process.versions.node.split('.')[0]) >= 24;
+const STATE_ON_REQUEST = !READS_OF_SWAPPED_REQUESTS_ARE_SLOW;
 const kState = Symbol('@deadline/express request state');
 type WithState = { [kState]?: RequestState };
 
@@ -38,9 +43,12 @@ const patched = new WeakSet<object>();
 
 type Emit = (this: EventEmitter, event: string | symbol, ...args: unknown[]) => boolean;
 
-/** The app prototypes of the last express exchange seen (see isExpressExchange). */
+/** The app prototypes of the last express exchange seen, and the `emit` its objects have (see isExpressExchange). */
 let lastRequestApp: object | undefined;
 let lastResponseApp: object | undefined;
+// Until an app is seen: a function no object's `emit` is (a test double without one must not match).
+let lastRequestEmit: unknown = () => false;
+let lastResponseEmit: unknown = lastRequestEmit;
 
 /**
  * express's shared `express.request` / `express.response` behind an app's (`appProto`, the prototype of a req or
@@ -65,40 +73,49 @@ function patchRequest(proto: object): void {
   });
   const target = proto as { emit: Emit };
   const emit = target.emit;
-  target.emit = function emitInRequestContext(this: EventEmitter, ...args: unknown[]): boolean {
-    if (args[0] === 'close' && !STATE_ON_REQUEST) {
+  // `arguments` forwarded, not a rest parameter and a spread: V8 passes them on without building an array, and can
+  // inline Node's emit here (callgrind, express on Node 24: ~0.15k instructions a request).
+  target.emit = function emitInRequestContext(this: EventEmitter, event: string | symbol): boolean {
+    if (event === 'close' && !STATE_ON_REQUEST) {
       // Not in the context (as for the response: bookkeeping listeners, on every request), then counted.
       const state = states.get(this);
       try {
-        return Reflect.apply(emit, this, args) as boolean;
+        // biome-ignore lint/complexity/noArguments: forwarded as they came (above)
+        return Reflect.apply(emit, this, arguments) as boolean;
       } finally {
         if (state !== undefined) closed(this, state);
       }
     }
-    const state = needsRequestContext(this, args[0]) ? stateOf(this) : undefined;
-    if (state === undefined) return Reflect.apply(emit, this, args) as boolean;
-    return state.context.run(Reflect.apply, emit, this, args) as boolean;
+    const state = needsRequestContext(this, event) ? stateOf(this) : undefined;
+    // biome-ignore lint/complexity/noArguments: forwarded as they came (above)
+    if (state === undefined) return Reflect.apply(emit, this, arguments) as boolean;
+    // biome-ignore lint/complexity/noArguments: forwarded as they came (above)
+    return state.context.run(Reflect.apply, emit, this, arguments) as boolean;
   };
 }
 
 function patchResponse(proto: object): void {
   const target = proto as { emit: Emit };
   const emit = target.emit;
-  target.emit = function emitInResponseContext(this: EventEmitter, ...args: unknown[]): boolean {
-    if (args[0] === 'close' && !STATE_ON_REQUEST) {
+  // `arguments` forwarded: see patchRequest.
+  target.emit = function emitInResponseContext(this: EventEmitter, event: string | symbol): boolean {
+    if (event === 'close' && !STATE_ON_REQUEST) {
       // Not in the context, then counted. The request has ended by now (response-end.ts: the server's finish, or
       // the connection's close, heard first), so its listeners read `req.deadline.outcome` as it ended.
       const req = (this as ServerResponse).req;
       const state = states.get(req);
       try {
-        return Reflect.apply(emit, this, args) as boolean;
+        // biome-ignore lint/complexity/noArguments: forwarded as they came (see patchRequest)
+        return Reflect.apply(emit, this, arguments) as boolean;
       } finally {
         if (state !== undefined) closed(req, state);
       }
     }
-    const state = needsResponseContext(this, args[0]) ? stateOf((this as ServerResponse).req) : undefined;
-    if (state === undefined) return Reflect.apply(emit, this, args) as boolean;
-    return state.context.run(Reflect.apply, emit, this, args) as boolean;
+    const state = needsResponseContext(this, event) ? stateOf((this as ServerResponse).req) : undefined;
+    // biome-ignore lint/complexity/noArguments: forwarded as they came (see patchRequest)
+    if (state === undefined) return Reflect.apply(emit, this, arguments) as boolean;
+    // biome-ignore lint/complexity/noArguments: forwarded as they came (see patchRequest)
+    return state.context.run(Reflect.apply, emit, this, arguments) as boolean;
   };
 }
 
@@ -132,16 +149,24 @@ function closed(req: object, state: RequestState): void {
  * @internal
  */
 export function isExpressExchange(req: IncomingMessage, res: ServerResponse): boolean {
-  // The same app as last time (nearly always): its prototypes were checked and patched then. Each
-  // `getPrototypeOf` of express's objects is a runtime call; this spares two of them, and the rest of the checks.
+  // Nearly always an exchange of the app seen last, whose prototypes were checked and patched then. From Node 24 on
+  // it is known by the `emit` its objects have (ours, unless wrapped after us): a load V8 caches, where each
+  // `getPrototypeOf` of express's objects is a runtime call (two a request, ~0.3k instructions on Node 24,
+  // callgrind). On Node 20 and 22 that load walks the prototype chain uncached, and the prototypes are compared.
+  // Not a mark of ours on the shared prototypes: a symbol-keyed property added to them sent the stores of Node's
+  // EventEmitter constructor megamorphic (~0.4k a request, V8's --log-ic).
+  if (STATE_ON_REQUEST && req.emit === lastRequestEmit && res.emit === lastResponseEmit) return true;
+  if (Object.getPrototypeOf(req) === lastRequestApp && Object.getPrototypeOf(res) === lastResponseApp) return true;
+  return recognise(req, res);
+}
+
+/** {@link isExpressExchange} for an app not seen last: checks it, and patches its shared prototypes on first sight. */
+function recognise(req: IncomingMessage, res: ServerResponse): boolean {
   const reqApp = Object.getPrototypeOf(req) as object | null;
   const resApp = Object.getPrototypeOf(res) as object | null;
-  if (reqApp === lastRequestApp && resApp === lastResponseApp && reqApp !== null) return true;
   const reqProto = sharedPrototype(reqApp, IncomingMessage.prototype);
   const resProto = sharedPrototype(resApp, ServerResponse.prototype);
   if (reqProto === undefined || resProto === undefined) return false;
-  lastRequestApp = reqApp as object;
-  lastResponseApp = resApp as object;
   if (!patched.has(reqProto)) {
     patched.add(reqProto);
     patchRequest(reqProto);
@@ -150,6 +175,10 @@ export function isExpressExchange(req: IncomingMessage, res: ServerResponse): bo
     patched.add(resProto);
     patchResponse(resProto);
   }
+  lastRequestApp = reqApp as object;
+  lastResponseApp = resApp as object;
+  lastRequestEmit = req.emit;
+  lastResponseEmit = res.emit;
   return true;
 }
 

@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -331,6 +331,76 @@ for (const [name, framework] of [
         expect(await stopped).toMatchObject({ reason: 'client-disconnected' });
       } finally {
         await close(server2);
+      }
+    });
+
+    it('two apps in turn, a wrapper of emit added after ours, a plain node:http request: each is told apart', async () => {
+      const apps = [framework(), framework()];
+      for (const [at, each] of apps.entries()) {
+        each.use(deadline({ serviceName: `app${at}` }));
+        // The request's body events reach the handler in the request's context (the wrapped emit).
+        each.post('/', (req, res) => {
+          const ctx = currentContext();
+          let inContext = true;
+          req.on('data', () => {
+            inContext &&= ctx !== undefined && currentContext() === ctx;
+          });
+          req.on('end', () => res.json({ app: at, budgetMs: req.deadline?.budget.budgetMs, inContext }));
+        });
+      }
+      const servers = await Promise.all(apps.map(listen));
+      const shared = framework.request as unknown as { emit: (...args: unknown[]) => boolean };
+      const ours = shared.emit;
+      let wrapperCalls = 0;
+      const post = (at: number) =>
+        request(`${servers[at]?.url}/`, {
+          method: 'POST',
+          body: 'x'.repeat(10),
+          headers: { 'x-request-deadline': '900' },
+        });
+      try {
+        for (const at of [0, 1, 0, 1]) {
+          expect(await (await post(at)).body.json()).toEqual({ app: at, budgetMs: 900, inContext: true });
+        }
+        // Someone else wraps express's shared request after us: its objects are still express's.
+        shared.emit = function wrapped(this: unknown, ...args: unknown[]) {
+          wrapperCalls++;
+          return Reflect.apply(ours, this, args) as boolean;
+        };
+        for (const at of [1, 0]) {
+          expect(await (await post(at)).body.json()).toEqual({ app: at, budgetMs: 900, inContext: true });
+        }
+        expect(wrapperCalls).toBeGreaterThan(0);
+      } finally {
+        shared.emit = ours;
+        await Promise.all(servers.map(({ server }) => close(server)));
+      }
+      // A plain node:http request given to the middleware: not express's, so its own objects carry the deadline.
+      const middleware = deadline({ serviceName: 'plain' });
+      const plain = createServer((req, res) => {
+        middleware(req, res, () => {
+          const ctx = currentContext();
+          req.on('data', () => {});
+          req.on('end', () => {
+            res.setHeader('content-type', 'application/json');
+            res.end(
+              JSON.stringify({
+                own: Object.hasOwn(req, 'deadline'),
+                inContext: ctx !== undefined && currentContext() === ctx,
+              }),
+            );
+          });
+        });
+      });
+      await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve));
+      try {
+        const res = await request(`http://127.0.0.1:${(plain.address() as AddressInfo).port}/`, {
+          method: 'POST',
+          body: 'y',
+        });
+        expect(await res.body.json()).toEqual({ own: true, inContext: true });
+      } finally {
+        await close(plain);
       }
     });
 

@@ -23,3 +23,4 @@ export {
 export { noteRequestStarts, takeStartedRequest } from './request-start.js';
 export { type DeadlineAnswer, deadlineAnswer, silenceLateWrites, writeAnswer } from './respond.js';
 export { finishWithResponse } from './response-end.js';
+export { READS_OF_SWAPPED_REQUESTS_ARE_SLOW } from './swapped-requests.js';

@@ -18,6 +18,7 @@
 import { subscribe } from 'node:diagnostics_channel';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
+import { READS_OF_SWAPPED_REQUESTS_ARE_SLOW } from './swapped-requests.js';
 
 /** The last request the server started, and what was read of it then. One object, updated in place. */
 interface StartedRequest {
@@ -30,14 +31,6 @@ const started: StartedRequest = { req: undefined, headers: undefined, socket: un
 
 let subscribed = false;
 
-/**
- * From Node 24 on, reading `headers` and `socket` of express's request costs little (V8 caches them despite the
- * swapped prototype), while a subscriber has Node publish on the channel for every request: noted only on Node 20
- * and 22, where it saves ~6k instructions a request (express, callgrind; without it, Node 24 counts the same and
- * Node 26 ~2k less).
- */
-const READS_OF_SWAPPED_REQUESTS_ARE_SLOW = Number(process.versions.node.split('.')[0]) < 24;
-
 function onRequestStart(message: unknown): void {
   const { request, socket } = message as { request: IncomingMessage; socket: Socket };
   started.req = request;
@@ -47,7 +40,10 @@ function onRequestStart(message: unknown): void {
 
 /**
  * Starts noting each request's headers and socket as the server starts it (once per process, on Node 20 and 22; an
- * adapter calls it when it is set up).
+ * adapter calls it when it is set up). From Node 24 on, reading `headers` and `socket` of express's request costs
+ * little (see swapped-requests.ts), while a subscriber has Node publish on the channel for every request: noted only
+ * on Node 20 and 22, where it saves ~6k instructions a request (express, callgrind; without it, Node 24 counts the
+ * same and Node 26 ~2k less).
  * @internal
  */
 export function noteRequestStarts(): void {
