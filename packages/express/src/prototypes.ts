@@ -72,11 +72,51 @@ function patchRequest(proto: object): void {
     },
   });
   const target = proto as { emit: Emit };
-  const emit = target.emit;
-  // `arguments` forwarded, not a rest parameter and a spread: V8 passes them on without building an array, and can
-  // inline Node's emit here (callgrind, express on Node 24: ~0.15k instructions a request).
-  target.emit = function emitInRequestContext(this: EventEmitter, event: string | symbol): boolean {
-    if (event === 'close' && !STATE_ON_REQUEST) {
+  target.emit = STATE_ON_REQUEST ? requestEmit(target.emit) : requestEmitCountingCloses(target.emit);
+}
+
+function patchResponse(proto: object): void {
+  const target = proto as { emit: Emit };
+  target.emit = STATE_ON_REQUEST ? responseEmit(target.emit) : responseEmitCountingCloses(target.emit);
+}
+
+/*
+ * The wrapped `emit`s. `arguments` forwarded, not a rest parameter and a spread: V8 passes them on without building
+ * an array. From Node 24 on they are no more than the context's test, small enough that V8 inlines them where Node
+ * emits and Node's own `emit` into them; the closes' branch of Node 20 and 22 kept that from happening (callgrind,
+ * express on Node 24 and 26: ~0.15k instructions a request each).
+ */
+
+/** The request's `emit`: the events code continues from are emitted in the request's context. */
+function requestEmit(emit: Emit): Emit {
+  return function emitInRequestContext(this: EventEmitter, event: string | symbol): boolean {
+    if (needsRequestContext(this, event)) {
+      const state = (this as WithState)[kState];
+      // biome-ignore lint/complexity/noArguments: forwarded as they came (above)
+      if (state !== undefined) return state.context.run(Reflect.apply, emit, this, arguments) as boolean;
+    }
+    // biome-ignore lint/complexity/noArguments: forwarded as they came (above)
+    return Reflect.apply(emit, this, arguments) as boolean;
+  };
+}
+
+/** The response's `emit`: as the request's, for the response's events (in its request's context). */
+function responseEmit(emit: Emit): Emit {
+  return function emitInResponseContext(this: EventEmitter, event: string | symbol): boolean {
+    if (needsResponseContext(this, event)) {
+      const state = ((this as ServerResponse).req as WithState)[kState];
+      // biome-ignore lint/complexity/noArguments: forwarded as they came (above)
+      if (state !== undefined) return state.context.run(Reflect.apply, emit, this, arguments) as boolean;
+    }
+    // biome-ignore lint/complexity/noArguments: forwarded as they came (above)
+    return Reflect.apply(emit, this, arguments) as boolean;
+  };
+}
+
+/** Node 20 and 22: the request's `emit`, which also counts its `close` (see closed). */
+function requestEmitCountingCloses(emit: Emit): Emit {
+  return function emitInRequestContext(this: EventEmitter, event: string | symbol): boolean {
+    if (event === 'close') {
       // Not in the context (as for the response: bookkeeping listeners, on every request), then counted.
       const state = states.get(this);
       try {
@@ -86,7 +126,7 @@ function patchRequest(proto: object): void {
         if (state !== undefined) closed(this, state);
       }
     }
-    const state = needsRequestContext(this, event) ? stateOf(this) : undefined;
+    const state = needsRequestContext(this, event) ? states.get(this) : undefined;
     // biome-ignore lint/complexity/noArguments: forwarded as they came (above)
     if (state === undefined) return Reflect.apply(emit, this, arguments) as boolean;
     // biome-ignore lint/complexity/noArguments: forwarded as they came (above)
@@ -94,27 +134,25 @@ function patchRequest(proto: object): void {
   };
 }
 
-function patchResponse(proto: object): void {
-  const target = proto as { emit: Emit };
-  const emit = target.emit;
-  // `arguments` forwarded: see patchRequest.
-  target.emit = function emitInResponseContext(this: EventEmitter, event: string | symbol): boolean {
-    if (event === 'close' && !STATE_ON_REQUEST) {
+/** Node 20 and 22: the response's `emit`, which also counts its `close` (see closed). */
+function responseEmitCountingCloses(emit: Emit): Emit {
+  return function emitInResponseContext(this: EventEmitter, event: string | symbol): boolean {
+    if (event === 'close') {
+      const req = (this as ServerResponse).req;
       // Not in the context, then counted. The request has ended by now (response-end.ts: the server's finish, or
       // the connection's close, heard first), so its listeners read `req.deadline.outcome` as it ended.
-      const req = (this as ServerResponse).req;
       const state = states.get(req);
       try {
-        // biome-ignore lint/complexity/noArguments: forwarded as they came (see patchRequest)
+        // biome-ignore lint/complexity/noArguments: forwarded as they came (above)
         return Reflect.apply(emit, this, arguments) as boolean;
       } finally {
         if (state !== undefined) closed(req, state);
       }
     }
-    const state = needsResponseContext(this, event) ? stateOf((this as ServerResponse).req) : undefined;
-    // biome-ignore lint/complexity/noArguments: forwarded as they came (see patchRequest)
+    const state = needsResponseContext(this, event) ? states.get((this as ServerResponse).req) : undefined;
+    // biome-ignore lint/complexity/noArguments: forwarded as they came (above)
     if (state === undefined) return Reflect.apply(emit, this, arguments) as boolean;
-    // biome-ignore lint/complexity/noArguments: forwarded as they came (see patchRequest)
+    // biome-ignore lint/complexity/noArguments: forwarded as they came (above)
     return state.context.run(Reflect.apply, emit, this, arguments) as boolean;
   };
 }
@@ -148,14 +186,27 @@ function closed(req: object, state: RequestState): void {
  * wires the request's own objects instead.
  * @internal
  */
-export function isExpressExchange(req: IncomingMessage, res: ServerResponse): boolean {
-  // Nearly always an exchange of the app seen last, whose prototypes were checked and patched then. From Node 24 on
-  // it is known by the `emit` its objects have (ours, unless wrapped after us): a load V8 caches, where each
-  // `getPrototypeOf` of express's objects is a runtime call (two a request, ~0.3k instructions on Node 24,
-  // callgrind). On Node 20 and 22 that load walks the prototype chain uncached, and the prototypes are compared.
-  // Not a mark of ours on the shared prototypes: a symbol-keyed property added to them sent the stores of Node's
-  // EventEmitter constructor megamorphic (~0.4k a request, V8's --log-ic).
-  if (STATE_ON_REQUEST && req.emit === lastRequestEmit && res.emit === lastResponseEmit) return true;
+export const isExpressExchange: (req: IncomingMessage, res: ServerResponse) => boolean = STATE_ON_REQUEST
+  ? isExpressExchangeByEmit
+  : isExpressExchangeByPrototypes;
+
+// Nearly always an exchange of the app seen last, whose prototypes were checked and patched then. One function per
+// Node, each small: V8 inlines it where a request starts, within the budget it spends there (see
+// isExpressExchangeByEmit).
+
+/**
+ * From Node 24 on: known by the `emit` its objects have (ours, unless wrapped after us), a load V8 caches, where each
+ * `getPrototypeOf` of express's objects is a runtime call (two a request, ~0.3k instructions on Node 24, callgrind).
+ * Not a mark of ours on the shared prototypes: a symbol-keyed property added to them sent the stores of Node's
+ * EventEmitter constructor megamorphic (~0.4k a request, V8's --log-ic).
+ */
+function isExpressExchangeByEmit(req: IncomingMessage, res: ServerResponse): boolean {
+  if (req.emit === lastRequestEmit && res.emit === lastResponseEmit) return true;
+  return isExpressExchangeByPrototypes(req, res);
+}
+
+/** Node 20 and 22: the `emit` load walks the prototype chain uncached there, and the prototypes are compared. */
+function isExpressExchangeByPrototypes(req: IncomingMessage, res: ServerResponse): boolean {
   if (Object.getPrototypeOf(req) === lastRequestApp && Object.getPrototypeOf(res) === lastResponseApp) return true;
   return recognise(req, res);
 }
