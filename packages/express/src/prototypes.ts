@@ -228,8 +228,10 @@ function recognise(req: IncomingMessage, res: ServerResponse): boolean {
   }
   lastRequestApp = reqApp as object;
   lastResponseApp = resApp as object;
-  lastRequestEmit = req.emit;
-  lastResponseEmit = res.emit;
+  // What the app's objects inherit, not this request's own: one with an `emit` of its own (wrapped per request by
+  // someone) is then known by its prototypes, and no request's closure is kept here.
+  lastRequestEmit = (reqApp as { emit?: unknown }).emit;
+  lastResponseEmit = (resApp as { emit?: unknown }).emit;
   return true;
 }
 
