@@ -6,7 +6,7 @@
  * Test fake timers that swap `globalThis.performance` (with the timers they also fake) are followed: while
  * `globalThis.setTimeout` is still the one this module found, the clock is the one it found too; once a fake
  * swapped the timers, the clock is read from the global again. (A fake of `performance.now()` alone, the timers
- * left real, is followed from Node 24 only: on Node 20 and 22 the clock is read from `process.hrtime()`, below.)
+ * left real, is followed from Node 26 only: on Node 20, 22 and 24 the clock is read from `process.hrtime()`, below.)
  */
 
 /** The timer function and the clock this module found when it loaded. */
@@ -14,13 +14,15 @@ const loadedSetTimeout = globalThis.setTimeout;
 const loadedPerformance = globalThis.performance;
 
 /**
- * `performance.now()` costs more than `process.hrtime()` on Node 20 and 22 (a brand check wrapped in
- * `hideStackFrames` on 20): per read, callgrind, 234 against 171 instructions on Node 20 and 348 against 201 on
- * Node 22, two reads a request. There the clock is read from `process.hrtime()` itself, on `performance.now()`'s
- * origin. From Node 24 the two cost about the same (202 / 181 on 24, 222 / 248 on 26) and `performance.now()` is
- * kept.
+ * `performance.now()` costs more than `process.hrtime()` on Node 20, 22 and 24 (a brand check wrapped in
+ * `hideStackFrames`): per read, callgrind, 234 against 171 instructions on Node 20, 348 against 201 on Node 22, 202
+ * against 181 on Node 24, two reads a request. There the clock is read from `process.hrtime()` itself, on
+ * `performance.now()`'s origin. On Node 24 its brand check's functions also took 195 bytes of the 920 V8 inlines
+ * into a request's start, which left RequestState's constructor out of it (a construct stub, ~1k instructions a
+ * request with what V8 could no longer fold: express, `--trace-turbo-inlining`, callgrind). From Node 26,
+ * `performance.now()` is the cheaper (222 against 248) and `process.hrtime()` the larger (238 bytes), so it is kept.
  */
-const loadedHrtime = Number.parseInt(process.versions.node, 10) < 23 ? process.hrtime : undefined;
+const loadedHrtime = Number.parseInt(process.versions.node, 10) < 26 ? process.hrtime : undefined;
 
 /** `process.hrtime()` in milliseconds, unshifted. */
 function hrtimeMs(hrtime: NodeJS.HRTime): number {

@@ -1,5 +1,5 @@
 /**
- * The clock every deadline is measured on: `performance.now()`'s, read from `process.hrtime()` on Node 20 and 22
+ * The clock every deadline is measured on: `performance.now()`'s, read from `process.hrtime()` on Node 20, 22 and 24
  * (where `performance.now()` costs more), and from the global `performance` once fake timers swapped the timers.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -17,7 +17,7 @@ describe('monotonicNow()', () => {
       const now = monotonicNow();
       const after = performance.now();
       // Read between the two: no earlier than the first, no later than the second, give or take a few
-      // microseconds (on Node 20 and 22, where performance.now()'s zero on process.hrtime()'s clock is estimated).
+      // microseconds (on Node 20, 22 and 24, where performance.now()'s zero on process.hrtime()'s clock is estimated).
       expect(now).toBeGreaterThanOrEqual(before - 0.005);
       expect(now).toBeLessThanOrEqual(after + 0.005);
       expect(now).toBeGreaterThanOrEqual(last);

@@ -21,8 +21,10 @@ describe('the expiry queue (one timer for every context)', () => {
     });
     other.run('the request that armed the timer', () => {
       for (let i = 0; i < 300; i++) {
-        // Deadlines out of order, some equal, from 1 to 80 ms.
-        const ctx = createContext({ root: true, deadline: 1 + ((i * 37) % 80) });
+        // Deadlines out of order, some equal: 50 to 129 ms, and 250 to 329 ms for the third left before theirs. Not
+        // from 1 ms: a pause of the process (a collection, a shared CPU) between a context's start and its `onStop`
+        // had a 1 ms deadline pass there, and its listener ran at once, outside it.
+        const ctx = createContext({ root: true, deadline: (i % 3 === 0 ? 250 : 50) + ((i * 37) % 80) });
         const off = ctx.onStop((reason) => {
           fired.set(i, {
             at: monotonicNow(),
@@ -42,7 +44,11 @@ describe('the expiry queue (one timer for every context)', () => {
       entry.removed = true;
     }
     expected = contexts.filter((entry) => !entry.removed).length;
+    // Past every deadline of those left, in the queue's order: had one of them stayed, it would have fired first.
+    const last = createContext({ root: true, deadline: 400 });
+    const lastStopped = new Promise((resolve) => last.onStop(resolve));
     await done;
+    await lastStopped;
     for (const [i, entry] of contexts.entries()) {
       const seen = fired.get(i);
       if (entry.removed) {

@@ -54,10 +54,16 @@ export function noteRequestStarts(): void {
 
 /**
  * `req`'s headers and socket as the server started it, if it is the last request started and no one took it yet
- * (then it is let go of); otherwise `undefined`, and the caller reads `req` itself.
+ * (then it is let go of); otherwise `undefined`, and the caller reads `req` itself. From Node 24 on, where nothing
+ * is noted, it is a function that returns nothing: the check, never true there, was 30 bytes of bytecode counted
+ * against the 920 V8 inlines into a request's start; an empty function is inlined without counting
+ * (--trace-turbo-inlining).
  * @internal
  */
-export function takeStartedRequest(req: IncomingMessage): StartedRequest | undefined {
+export const takeStartedRequest: (req: IncomingMessage) => StartedRequest | undefined =
+  READS_OF_SWAPPED_REQUESTS_ARE_SLOW ? takeNoted : () => undefined;
+
+function takeNoted(req: IncomingMessage): StartedRequest | undefined {
   if (started.req !== req) return undefined;
   started.req = undefined;
   return started;
