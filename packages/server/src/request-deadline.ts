@@ -116,12 +116,13 @@ export interface RequestHost {
 }
 
 /**
+ * One request's deadline on a server hop (see the module's header). The fields the constructor sets are `declare`d:
+ * a class field without an initialiser is emitted as a definition to `undefined` (then the constructor sets it
+ * again), and V8 counts that initialiser's bytecode with the constructor's against the 920 bytes it inlines into a
+ * request's start. With seven fields fewer there (89 bytes of bytecode to 54), the constructor is taken in before
+ * AsyncLocalStorage's `run` on Node 26, instead of being left out for it (express, `--trace-turbo-inlining`; ~0.5k
+ * instructions a request, callgrind).
  * @internal
- * The fields the constructor sets are `declare`d: a class field without an initialiser is emitted as a definition to
- * `undefined` (then the constructor sets it again), and V8 counts that initialiser's bytecode with the constructor's
- * against the 920 bytes it inlines into a request's start. With seven fields fewer there (89 bytes of bytecode to
- * 54), the constructor is taken in before AsyncLocalStorage's `run` on Node 26, instead of being left out for it
- * (express, `--trace-turbo-inlining`; ~0.5k instructions a request, callgrind).
  */
 export class RequestState implements RequestDeadline, OutlivedReporter, StopOwner {
   context!: OwnedContext;
