@@ -15,6 +15,8 @@ export interface DumpCost {
   total: number;
   /** Instructions spent in calls into the chosen functions, from outside them (nested calls counted once). */
   under: number;
+  /** How many calls those were. */
+  calls: number;
 }
 
 /** A compressed name (`(12) name` the first time, `(12)` after) resolved through the dump's table. */
@@ -29,7 +31,7 @@ function nameOf(field: string, names: Map<string, string>): string {
 /**
  * The total of `dump` (a callgrind output file's text, events `Ir`) and the instructions spent under functions
  * whose names `chosen` matches: each call from a function outside the set into one inside it adds its
- * inclusive cost, so nested calls are not counted twice.
+ * inclusive cost, so nested calls are not counted twice; and how many such calls there were.
  *
  * @example
  * const { total, under } = readDump(await readFile('callgrind.out.1', 'utf8'), /v8::internal::Compiler::/);
@@ -39,6 +41,7 @@ export function readDump(dump: string, chosen: RegExp): DumpCost {
   const names = new Map<string, string>();
   let total = Number.NaN;
   let under = 0;
+  let calls = 0;
   let callerChosen = false;
   let calleeChosen = false;
   let callCostNext = false;
@@ -53,10 +56,12 @@ export function readDump(dump: string, chosen: RegExp): DumpCost {
       calleeChosen = chosen.test(nameOf(line.slice(4), names));
     } else if (line.startsWith('calls=')) {
       callCostNext = true;
+      // `calls=<count> <target position>`
+      if (!callerChosen && calleeChosen) calls += Number(line.slice('calls='.length).split(' ')[0]);
     } else if (line.startsWith('totals:')) {
       total = Number(line.slice('totals:'.length).trim().split(/\s+/)[0]);
     }
   }
   if (!Number.isFinite(total)) throw new Error('not a callgrind dump: no totals line');
-  return { total, under };
+  return { total, under, calls };
 }

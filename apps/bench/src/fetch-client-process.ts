@@ -1,7 +1,8 @@
 /**
  * One fetch client in its own process, for counting its instructions (instructions.ts): `node
- * dist/fetch-client-process.js <variant> <url> <warm-up> <requests>`. It fetches `warm-up` times, collects all
- * garbage, fetches 1,000 times more (see below), prints `WARM`,
+ * dist/fetch-client-process.js <variant> <url> <warm-up> <requests>`. It fetches `warm-up` times (printing `RATE FROM n`
+ * a quarter in and `COLLECTING n` at the end, n being the fetches so far), collects all garbage, fetches 1,000 times
+ * more (see below), prints `WARM`,
  * waits for a line on stdin (the runner switches counting on meanwhile), fetches `requests` times, prints `DONE`,
  * and waits to be killed. Four fetches in flight at a time, every one inside a deadline context: that is where the
  * library's interceptor does its work (a budget computed, headers written, the call watched).
@@ -44,7 +45,13 @@ if (make === undefined || url === undefined) {
   process.exit(2);
 }
 const dispatcher = make();
-await fetchTimes(url, dispatcher, Number(warmUp));
+// Between these two lines the runner counts the young generation's collections (their rate: instructions.ts),
+// from when the first quarter has warmed the code up.
+const quarter = Math.floor(Number(warmUp) / 4);
+await fetchTimes(url, dispatcher, quarter);
+console.log(`RATE FROM ${quarter}`);
+await fetchTimes(url, dispatcher, Number(warmUp) - quarter);
+console.log(`COLLECTING ${warmUp}`);
 // A full collection before the window: no window inherits an old generation that happens to be near its limit
 // (before, one major GC more or less in a window moved a count by ±10 %). None after it: a full collection
 // costs what the live heap holds (~70M instructions on Node 24), not what the window's fetches left behind.

@@ -66,14 +66,14 @@ const wantMajor = (version: string) =>
   !process.argv.includes('--node') || (onlyMajors ?? []).includes(majorOf(version));
 /**
  * How long each count warms up and how many requests it counts. V8's compilers' work is left out of every count
- * (callgrind-dump.ts), so a window need only be long enough to average over young-generation collections, while
- * the warm-up must bring the code to the shape it keeps: express on Node 24 deoptimizes and recompiles its path
- * ~25,000 requests in (10k instructions per request more, measured at 25,000), so express warms up 30,000 from
- * Node 24 on, where a request costs a quarter of what it does on Node 20 and 22 — there 15,000 (as optimised as
- * 30,000, and within their ±5 % noise: one major GC more or less in a window). Windows of 2,000 and 5,000
- * agree within 0.3k for fastify. A client's window opens after a full collection (fetch-client-process.ts); its
- * 600 fetches counted in two runs agreed within 2 %. A count takes ~20 s (fastify), 30–40 s (express) and ~30 s (fetch)
- * here, most of it valgrind starting Node and running the warm-up: 40 counts, two at a time, in ~9 minutes.
+ * (callgrind-dump.ts), and the young generation's collections are taken at their rate (instructions.ts), so a
+ * window need only hold one collection or more (~1 per 1,300 fastify requests, ~1 per 1,000–1,400 express requests
+ * from Node 24: windows of 2,000), while the warm-up must bring the code to the shape it keeps: express on Node 24
+ * deoptimizes and recompiles its path ~25,000 requests in (10k instructions per request more, measured at 25,000),
+ * so express warms up 30,000 from Node 24 on, where a request costs a quarter of what it does on Node 20 and 22 —
+ * there 15,000 (as optimised as 30,000, and within their ±5 % noise). A client's window opens after a full
+ * collection (fetch-client-process.ts). A count takes ~16 s (fastify), ~22–25 s (express) and ~23 s (fetch) here
+ * (2026-12-05), most of it valgrind starting Node and running the warm-up: 40 counts, two at a time, in ~7 minutes.
  */
 const COUNTS: Record<Row['framework'], CountOptions> = quick
   ? {
@@ -83,7 +83,7 @@ const COUNTS: Record<Row['framework'], CountOptions> = quick
     }
   : {
       fastify: { warmUp: 25_000, requests: 2_000 },
-      express: { warmUp: 30_000, requests: 1_000 },
+      express: { warmUp: 30_000, requests: 2_000 },
       fetch: { warmUp: 4_000, requests: 600 },
     };
 /** Node 20 and 22 (V8 11 and 12): express's shorter warm-up (above). */
@@ -110,12 +110,20 @@ interface Report {
     role: Role;
     variant: string;
     /**
-     * Per Node: the count without the JIT's work, its ratio to bare, the JIT's work left out, and the count's wall
-     * time (valgrind starting Node, the warm-up, the window).
+     * Per Node: the count without the JIT's work, its ratio to bare, the JIT's work left out, the young generation's
+     * collections in the count (at their rate) and in the window itself, and the count's wall time (valgrind
+     * starting Node, the warm-up, the window).
      */
     counts: Record<
       string,
-      { instructionsPerRequest: number; ratioToBare: number; jitPerRequest: number; seconds: number }
+      {
+        instructionsPerRequest: number;
+        ratioToBare: number;
+        jitPerRequest: number;
+        gcPerRequest: number;
+        gcInWindowPerRequest: number;
+        seconds: number;
+      }
     >;
   }[];
   seconds: number;
@@ -190,6 +198,8 @@ const report: Report = {
               (countOf(node, bareOf(row)).instructionsPerRequest / countOf(node, row).instructionsPerRequest) * 1000,
             ) / 1000,
           jitPerRequest: Math.round(countOf(node, row).jitPerRequest),
+          gcPerRequest: Math.round(countOf(node, row).gcPerRequest),
+          gcInWindowPerRequest: Math.round(countOf(node, row).gcInWindowPerRequest),
           seconds: countOf(node, row).seconds,
         },
       ]),
@@ -199,7 +209,7 @@ const report: Report = {
 };
 
 console.log(
-  `\nInstructions per request (callgrind, V8's compilers left out; in brackets: bare ÷ this, 1 = no overhead)${quick ? ' — quick: smoke only' : ''}:`,
+  `\nInstructions per request (callgrind, V8's compilers left out, young-generation collections at their rate; in brackets: bare ÷ this, 1 = no overhead)${quick ? ' — quick: smoke only' : ''}:`,
 );
 console.table(
   report.rows.map((row) => ({

@@ -14,8 +14,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { readDump } from './callgrind-dump.js';
+import { ChildOutput } from './child-output.js';
 import type { FetchVariant } from './fetch-variants.js';
-import { readyUrl } from './ready-url.js';
 import type { Variant } from './servers.js';
 
 /** What is counted: a server variant under load, or a client variant's fetches. */
@@ -51,6 +51,15 @@ function underCallgrind(node: string, dir: string, script: string, args: string[
       // check inside a window could take it for idle and put a full collection (~100M instructions) in one
       // count. A server under load never sees it.
       '--no-memory-reducer',
+      // The young generation collected when it is full, at one size on every Node and in every variant: V8 would
+      // otherwise size it by what survives and collect it early from a task when it nears its limit, both moved by
+      // timing, so one variant's windows would hold two collections where another's hold three for nothing it does
+      // (0.4k a request, fastify on Node 22). 8 MB: Node 24's largest young generation under the scavenger.
+      '--no-minor-gc-task',
+      '--min-semi-space-size=8',
+      '--max-semi-space-size=8',
+      // A line per collection on stdout: the young generation's are counted for their rate (windowCount).
+      '--trace-gc',
       script,
       ...args,
     ],
@@ -69,19 +78,64 @@ function toggle(child: ChildProcess, on: boolean): void {
 const JIT_ENTRIES =
   /v8::internal::Runtime_(Compile\w*|Optimize(Turbofan|Maglev)\w*|InstallBaselineCode|BytecodeBudgetInterrupt\w*)\(/;
 
-/** A window's count, per request: without the JIT's work in it (see callgrind-dump.ts), and that work. */
+/** V8's young-generation collection (V8 11 to 14), the collection a server under steady load makes. */
+const SCAVENGE = /^v8::internal::Heap::Scavenge\(\)$/;
+
+/**
+ * A window's count, per request: without the JIT's work in it (see callgrind-dump.ts), and that work; with its
+ * young-generation collections at their expected cost, and what they cost in the window itself.
+ */
 export interface Count {
   instructionsPerRequest: number;
   jitPerRequest: number;
+  /** The collections' share of `instructionsPerRequest`: their mean cost in the window × their rate. */
+  gcPerRequest: number;
+  /** What the collections that fell in the window cost it, per request (their share before). */
+  gcInWindowPerRequest: number;
 }
 
-/** The count of the window: the dump taken on request is `callgrind.<pid>.1`. */
-async function windowCount(child: ChildProcess, dir: string, what: string, requests: number): Promise<Count> {
+/**
+ * How often a process collects its young generation, per request, over a stretch longer than the window:
+ * `collections` of them over `requests`.
+ */
+export interface CollectionRate {
+  collections: number;
+  requests: number;
+}
+
+/**
+ * The count of the window: the dump taken on request is `callgrind.<pid>.1`.
+ *
+ * Why the collections are taken at their rate: a young-generation collection costs ~1M instructions here, one
+ * every ~1,300 requests (fastify), so a window of 2,000 holds one or two by where it starts, not by what a request
+ * allocates: ±0.5k a request. With a `rate` (counted over a stretch seven times as long, from `--trace-gc`'s lines)
+ * the window's collections count at their mean cost times that rate.
+ */
+async function windowCount(
+  child: ChildProcess,
+  dir: string,
+  what: string,
+  requests: number,
+  rate?: CollectionRate,
+): Promise<Count> {
   execFileSync('callgrind_control', ['-d', String(child.pid)], { stdio: 'ignore' });
   const dump = (await readdir(dir)).find((name) => name.endsWith('.1'));
   if (dump === undefined) throw new Error(`${what}: no callgrind dump`);
-  const { total, under } = readDump(await readFile(join(dir, dump), 'utf8'), JIT_ENTRIES);
-  return { instructionsPerRequest: (total - under) / requests, jitPerRequest: under / requests };
+  const text = await readFile(join(dir, dump), 'utf8');
+  const { total, under: jit } = readDump(text, JIT_ENTRIES);
+  const gc = readDump(text, SCAVENGE);
+  const gcInWindowPerRequest = gc.under / requests;
+  // Without a collection in the window there is no cost to take the mean of: the window's own (none) stands.
+  const gcPerRequest =
+    rate === undefined || gc.calls === 0 || rate.requests === 0
+      ? gcInWindowPerRequest
+      : (gc.under / gc.calls) * (rate.collections / rate.requests);
+  return {
+    instructionsPerRequest: (total - jit - gc.under) / requests + gcPerRequest,
+    jitPerRequest: jit / requests,
+    gcPerRequest,
+    gcInWindowPerRequest,
+  };
 }
 
 async function stop(child: ChildProcess): Promise<void> {
@@ -92,21 +146,31 @@ async function stop(child: ChildProcess): Promise<void> {
 async function countServer(node: string, variant: Variant, options: CountOptions, dir: string): Promise<Count> {
   const script = fileURLToPath(new URL('./server-process.js', import.meta.url));
   const child = underCallgrind(node, dir, script, [variant]);
+  const output = new ChildOutput(child, variant);
   try {
-    const url = await readyUrl(child, `${variant}: the server did not start under valgrind`);
+    const port = (await output.line(/^READY (\d+)$/)).match[1];
     // One load run, on one set of connections, counted in its middle: new connections make V8 deoptimize and
     // recompile Node's own HTTP code, a fixed cost (~460M instructions here) that would otherwise land in the
     // window and shrink every ratio towards 1.
     // With a callback autocannon returns its instance (events, stop()); the result itself is not needed.
     const load = autocannon(
-      { url, connections: 4, amount: Number.MAX_SAFE_INTEGER, headers: { 'x-request-deadline': '5000' } },
+      {
+        url: `http://127.0.0.1:${port}/`,
+        connections: 4,
+        amount: Number.MAX_SAFE_INTEGER,
+        headers: { 'x-request-deadline': '5000' },
+      },
       () => {},
     );
+    // The collections' rate: from half-way through the warm-up to the window's end.
+    const rateFrom = Math.floor(options.warmUp / 2);
     let seen = 0;
     let countedFrom = -1;
+    let scavengesBefore = 0;
     await new Promise<void>((resolve) => {
       load.on('response', () => {
         seen++;
+        if (seen === rateFrom) scavengesBefore = output.scavenges;
         if (seen === options.warmUp) {
           toggle(child, true);
           countedFrom = seen;
@@ -117,39 +181,11 @@ async function countServer(node: string, variant: Variant, options: CountOptions
         }
       });
     });
-    return await windowCount(child, dir, variant, options.requests);
+    const rate = { collections: output.scavenges - scavengesBefore, requests: seen - rateFrom };
+    return await windowCount(child, dir, variant, options.requests, rate);
   } finally {
     await stop(child);
   }
-}
-
-/**
- * Waits for what `child` prints: `printed(line)` resolves once its output holds `line` (rejects if it exits first).
- * One 'data' listener for the child's life: an async iterator over stdout would close the stream when left.
- */
-function outputOf(child: ChildProcess, what: string): (line: string) => Promise<void> {
-  let output = '';
-  let exited = false;
-  const waiting = new Set<() => void>();
-  child.stdout?.on('data', (chunk: Buffer) => {
-    output += chunk.toString();
-    for (const check of waiting) check();
-  });
-  child.once('exit', () => {
-    exited = true;
-    for (const check of waiting) check();
-  });
-  return (line) =>
-    new Promise<void>((resolve, reject) => {
-      const check = () => {
-        if (output.includes(line)) resolve();
-        else if (exited) reject(new Error(`${what}: exited before printing ${line}`));
-        else return;
-        waiting.delete(check);
-      };
-      waiting.add(check);
-      check();
-    });
 }
 
 async function countClient(
@@ -166,14 +202,21 @@ async function countClient(
     String(options.warmUp),
     String(options.requests),
   ]);
-  const printed = outputOf(child, variant);
+  const output = new ChildOutput(child, variant);
   try {
-    await printed('WARM');
+    // The collections' rate: over the last three quarters of the warm-up, up to the full collection that ends it.
+    const from = await output.line(/^RATE FROM (\d+)$/);
+    const collecting = await output.line(/^COLLECTING (\d+)$/);
+    const rate = {
+      collections: collecting.scavenges - from.scavenges,
+      requests: Number(collecting.match[1]) - Number(from.match[1]),
+    };
+    await output.line(/^WARM$/);
     toggle(child, true);
     child.stdin?.write('GO\n');
-    await printed('DONE');
+    await output.line(/^DONE$/);
     toggle(child, false);
-    return await windowCount(child, dir, variant, options.requests);
+    return await windowCount(child, dir, variant, options.requests, rate);
   } finally {
     await stop(child);
   }

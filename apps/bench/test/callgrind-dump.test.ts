@@ -42,8 +42,8 @@ totals: 1000
 `;
     // 300 (JSEntry → CompileLazy) + 400 (Call → CompileOptimized); CompileLazy's own call into CompileOptimized
     // is inside the first 300 already.
-    expect(readDump(dump, /Runtime_Compile/)).toEqual({ total: 1000, under: 700 });
-    expect(readDump(dump, /nothing matches this/)).toEqual({ total: 1000, under: 0 });
+    expect(readDump(dump, /Runtime_Compile/)).toEqual({ total: 1000, under: 700, calls: 2 });
+    expect(readDump(dump, /nothing matches this/)).toEqual({ total: 1000, under: 0, calls: 0 });
   });
 
   it('rejects a file that is not a dump', () => {
@@ -69,14 +69,15 @@ totals: 1000
   const name = (fn: number) => (chosenFns.has(fn) ? `v8::internal::Runtime_Chosen${fn}(int)` : `Builtins_Other${fn}`);
 
   function write(root: Node): string {
-    // fn → its self cost, and (callee → inclusive cost) of its calls: what a dump aggregates.
+    // fn → its self cost, and (callee → [count, inclusive cost]) of its calls: what a dump aggregates.
     const self = new Map<number, number>();
-    const calls = new Map<number, Map<number, number>>();
+    const calls = new Map<number, Map<number, [number, number]>>();
     const visit = (node: Node) => {
       self.set(node.fn, (self.get(node.fn) ?? 0) + node.self);
       for (const child of node.children) {
-        const edges = calls.get(node.fn) ?? new Map<number, number>();
-        edges.set(child.fn, (edges.get(child.fn) ?? 0) + inclusive(child));
+        const edges = calls.get(node.fn) ?? new Map<number, [number, number]>();
+        const [count, cost] = edges.get(child.fn) ?? [0, 0];
+        edges.set(child.fn, [count + 1, cost + inclusive(child)]);
         calls.set(node.fn, edges);
         visit(child);
       }
@@ -91,7 +92,9 @@ totals: 1000
     let text = `${HEADER}ob=(1) /usr/bin/node\nfl=(1) ???\n`;
     for (const [fn, cost] of self) {
       text += `fn=${compressed(fn)}\n0 ${cost}\n`;
-      for (const [callee, cost] of calls.get(fn) ?? []) text += `cfn=${compressed(callee)}\ncalls=1 0\n0 ${cost}\n`;
+      for (const [callee, [count, cost]] of calls.get(fn) ?? []) {
+        text += `cfn=${compressed(callee)}\ncalls=${count} 0\n0 ${cost}\n`;
+      }
       text += '\n';
     }
     return `${text}totals: ${inclusive(root)}\n`;
@@ -111,8 +114,12 @@ totals: 1000
     !inside && chosenFns.has(node.fn)
       ? inclusive(node)
       : node.children.reduce((sum, child) => sum + underChosen(child, inside || chosenFns.has(node.fn)), 0);
+  const callsIntoChosen = (node: Node, inside: boolean): number =>
+    !inside && chosenFns.has(node.fn)
+      ? 1
+      : node.children.reduce((sum, child) => sum + callsIntoChosen(child, inside || chosenFns.has(node.fn)), 0);
 
-  it('finds, on any call tree, the cost under the chosen functions', () => {
+  it('finds, on any call tree, the cost under the chosen functions and the calls into them', () => {
     fc.assert(
       fc.property(
         tree.filter((root) => !chosenFns.has(root.fn) && !nestsThroughOthers(root, false, false)),
@@ -120,6 +127,7 @@ totals: 1000
           expect(readDump(write(root), /Runtime_Chosen/)).toEqual({
             total: inclusive(root),
             under: underChosen(root, false),
+            calls: callsIntoChosen(root, false),
           });
         },
       ),

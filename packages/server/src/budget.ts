@@ -123,12 +123,11 @@ export function resolveBudget(
   parser: ServiceParser,
   limits: ResolvedLimits,
 ): RequestBudget {
-  if (!trusted) return defaultBudget(limits, false, NO_IGNORED);
   // The common request (no budget header, or only ours: a hop of ours calling the next) is read without the
   // parser, which V8 never inlines (too large): its call alone was 0.25k instructions a request (Node 20, callgrind),
-  // and its result was copied into a second object.
-  const ours = ourBudgetAlone(headers);
-  if (ours === 0) return defaultBudget(limits, true, NO_IGNORED);
+  // and its result was copied into a second object. The rest is a call apart: this is inlined where a request
+  // starts, and what it brings counts against what V8 inlines there (a path not taken counts, a call does not).
+  const ours = trusted ? ourBudgetAlone(headers) : -1;
   if (ours > 0 && parser.acceptsOurs) {
     return headerBudget(
       ours,
@@ -139,6 +138,17 @@ export function resolveBudget(
       limits,
     );
   }
+  return ours === 0 ? defaultBudget(limits, true, NO_IGNORED) : parsedBudget(headers, trusted, parser, limits);
+}
+
+/** Any other request: an untrusted caller, or budget headers only the parser reads (and reports on). */
+function parsedBudget(
+  headers: IncomingHttpHeaders,
+  trusted: boolean,
+  parser: ServiceParser,
+  limits: ResolvedLimits,
+): RequestBudget {
+  if (!trusted) return defaultBudget(limits, false, NO_IGNORED);
   const parsed = parser.parse(headers);
   if (parsed.budgetMs === undefined) return defaultBudget(limits, true, parsed.ignored);
   return headerBudget(parsed.budgetMs, parsed.header, parsed.value, parsed.requestedMs, parsed.ignored, limits);
