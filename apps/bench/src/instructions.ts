@@ -98,7 +98,7 @@ export interface Count {
  * How often a process collects its young generation, per request, over a stretch longer than the window:
  * `collections` of them over `requests`.
  */
-export interface CollectionRate {
+interface CollectionRate {
   collections: number;
   requests: number;
 }
@@ -108,8 +108,10 @@ export interface CollectionRate {
  *
  * Why the collections are taken at their rate: a young-generation collection costs ~1M instructions here, one
  * every ~1,300 requests (fastify), so a window of 2,000 holds one or two by where it starts, not by what a request
- * allocates: ±0.5k a request. With a `rate` (counted over a stretch seven times as long, from `--trace-gc`'s lines)
- * the window's collections count at their mean cost times that rate.
+ * allocates: ±0.5k a request. With a `rate` (counted over a stretch five to eight times as long, from `--trace-gc`'s
+ * lines) the window's collections count at their mean cost times that rate. (A collection set off inside a compile
+ * would be taken out twice, with the JIT's work and with the collections': servers' windows hold no compiles after
+ * their warm-up, a fetch client's do, and there this is not checked.)
  */
 async function windowCount(
   child: ChildProcess,
