@@ -108,7 +108,7 @@ interface CollectionRate {
  *
  * Why the collections are taken at their rate: a young-generation collection costs ~1M instructions here, one
  * every ~1,300 requests (fastify), so a window of 2,000 holds one or two by where it starts, not by what a request
- * allocates: ±0.5k a request. With a `rate` (counted over a stretch five to eight times as long, from `--trace-gc`'s
+ * allocates: ±0.5k a request. With the `rate` (counted over a stretch five to eight times as long, from `--trace-gc`'s
  * lines) the window's collections count at their mean cost times that rate. (A collection set off inside a compile
  * would be taken out twice, with the JIT's work and with the collections': servers' windows hold no compiles after
  * their warm-up, a fetch client's do, and there this is not checked.)
@@ -118,7 +118,7 @@ async function windowCount(
   dir: string,
   what: string,
   requests: number,
-  rate?: CollectionRate,
+  rate: CollectionRate,
 ): Promise<Count> {
   execFileSync('callgrind_control', ['-d', String(child.pid)], { stdio: 'ignore' });
   const dump = (await readdir(dir)).find((name) => name.endsWith('.1'));
@@ -129,7 +129,7 @@ async function windowCount(
   const gcInWindowPerRequest = gc.under / requests;
   // Without a collection in the window there is no cost to take the mean of: the window's own (none) stands.
   const gcPerRequest =
-    rate === undefined || gc.calls === 0 || rate.requests === 0
+    gc.calls === 0 || rate.requests === 0
       ? gcInWindowPerRequest
       : (gc.under / gc.calls) * (rate.collections / rate.requests);
   return {
