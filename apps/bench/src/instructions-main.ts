@@ -71,9 +71,12 @@ const wantMajor = (version: string) =>
  * from Node 24: windows of 2,000), while the warm-up must bring the code to the shape it keeps: express on Node 24
  * deoptimizes and recompiles its path ~25,000 requests in (10k instructions per request more, measured at 25,000),
  * so express warms up 30,000 from Node 24 on, where a request costs a quarter of what it does on Node 20 and 22 —
- * there 15,000 (as optimised as 30,000, and within their ±5 % noise). A client's window opens after a full
- * collection (fetch-client-process.ts). A count takes ~16 s (fastify), ~22–25 s (express) and ~23 s (fetch) here
- * (2026-12-05), most of it valgrind starting Node and running the warm-up: 40 counts, two at a time, in ~7 minutes.
+ * there 15,000 (as optimised as 30,000, and within their ±5 % noise). A fetch client warms up 20,000 fetches: V8
+ * (Node 24) compiles a function called once a fetch — the dispatcher's, most of undici's own — with TurboFan only
+ * after 10,000–20,000 calls (`--trace-opt`); after 4,000 a window ran them in Maglev's code, and V8's compilers
+ * still did 220k instructions a fetch in it (60k after 20,000). A client's window opens after a full collection
+ * (fetch-client-process.ts). A count takes ~16–35 s (fastify), ~25–60 s (express) and ~45–60 s (fetch) here
+ * (2026-12-05), most of it valgrind starting Node and running the warm-up: 40 counts, two at a time.
  */
 const COUNTS: Record<Row['framework'], CountOptions> = quick
   ? {
@@ -84,7 +87,7 @@ const COUNTS: Record<Row['framework'], CountOptions> = quick
   : {
       fastify: { warmUp: 25_000, requests: 2_000 },
       express: { warmUp: 30_000, requests: 2_000 },
-      fetch: { warmUp: 4_000, requests: 600 },
+      fetch: { warmUp: 20_000, requests: 600 },
     };
 /** Node 20 and 22 (V8 11 and 12): express's shorter warm-up (above). */
 const EXPRESS_WARM_UP_BEFORE_24 = 15_000;

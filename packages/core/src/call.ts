@@ -21,10 +21,10 @@ import { CancelledError, DeadlineExceededError } from './errors.js';
 import { stopWaiting, waitForExpiry } from './expiry-queue.js';
 import type { OtelSpan } from './opentelemetry/api.js';
 import { annotateCallConfirmed, annotateCallStart, annotateCallStop } from './opentelemetry/call-annotations.js';
-import { type PrepareCallOptions, prepareCall } from './prepare-call.js';
+import { type PrepareCallOptions, prepareCallIn } from './prepare-call.js';
 import { releasedScope, type Scope, type StopReason } from './scope.js';
 import { storage } from './storage.js';
-import { timeoutFor } from './timeout-for.js';
+import { timeoutIn } from './timeout-for.js';
 import { formatBudgetHeaders } from './wire/format-budget.js';
 
 /** What the adapter learns when a call must stop: the error to abort it with. @internal */
@@ -90,15 +90,15 @@ export class OutgoingCall {
       this.timeoutMs = timeoutMs;
       this.remainingMs = Number.POSITIVE_INFINITY;
       this.headers = {
-        ...prepareCall(target, options).headers,
+        ...prepareCallIn(scope, target, options).headers,
         ...formatBudgetHeaders(Math.max(1, timeoutMs), options?.dialects),
       };
     } else if (options?.propagates === false) {
-      this.timeoutMs = timeoutFor(target, options);
+      this.timeoutMs = timeoutIn(scope, target, options);
       this.headers = NO_HEADERS;
       this.remainingMs = scope === undefined ? Number.POSITIVE_INFINITY : scope.deadline.remainingMs();
     } else {
-      const prepared = prepareCall(target, options);
+      const prepared = prepareCallIn(scope, target, options);
       this.timeoutMs = prepared.timeoutMs;
       this.headers = prepared.headers;
       this.remainingMs = scope === undefined ? Number.POSITIVE_INFINITY : scope.deadline.remainingMs();
@@ -112,8 +112,14 @@ export class OutgoingCall {
    * Starts a call to `target` in the current context. Throws `DeadlineExceededError` (`before-call`) or
    * `CancelledError` when it must not be made — before anything is sent.
    */
-  static start(target: string, options?: OutgoingCallOptions, guard?: CallGuard): OutgoingCall {
-    if (guard === undefined) return new OutgoingCall(target, storage.getStore(), options, undefined);
+  static start(
+    target: string,
+    options?: OutgoingCallOptions,
+    guard?: CallGuard,
+    // The caller's read of the current context, when it made one (see `timeoutIn`).
+    scope: Scope | undefined = storage.getStore(),
+  ): OutgoingCall {
+    if (guard === undefined) return new OutgoingCall(target, scope, options, undefined);
     // The breaker first: an open circuit refuses the call (throws) before anything else is done.
     const permit = guard.admit();
     // A probe's cap, never below the call's own minimum (a cap under it would be refused as an invalid option).
@@ -125,7 +131,7 @@ export class OutgoingCall {
             maxMs: Math.max(Math.min(options?.maxMs ?? permit.maxMs, permit.maxMs), options?.minMs ?? 1),
           };
     try {
-      return new OutgoingCall(target, storage.getStore(), capped, permit);
+      return new OutgoingCall(target, scope, capped, permit);
     } catch (error) {
       // Not made for lack of time: reported, so a probe slot is not held forever (the breaker calls it neutral).
       permit.done({ error, statusCode: undefined, durationMs: 0, givenMs: 0 });

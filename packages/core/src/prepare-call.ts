@@ -5,8 +5,9 @@
  */
 import { publishPropagate } from './diagnostics.js';
 import { openTelemetryPropagates } from './opentelemetry/active.js';
+import type { Scope } from './scope.js';
 import { storage } from './storage.js';
-import { type TimeoutOptions, timeoutFor } from './timeout-for.js';
+import { type TimeoutOptions, timeoutIn } from './timeout-for.js';
 import { formatTraceparent } from './trace.js';
 import { formatBudgetHeaders } from './wire/format-budget.js';
 import type { DeadlineDialect } from './wire/header-names.js';
@@ -57,8 +58,12 @@ export interface PreparedCall {
  * ```
  */
 export function prepareCall(target: string, options?: PrepareCallOptions): PreparedCall {
-  const timeoutMs = timeoutFor(target, options);
-  const scope = storage.getStore();
+  return prepareCallIn(storage.getStore(), target, options);
+}
+
+/** {@link prepareCall} in `scope`, the current context its caller already read (see `timeoutIn`). @internal */
+export function prepareCallIn(scope: Scope | undefined, target: string, options?: PrepareCallOptions): PreparedCall {
+  const timeoutMs = timeoutIn(scope, target, options);
   if (scope === undefined) return { timeoutMs, headers: {} };
   const propagates = !scope.deadline.isNone;
   const headers = propagates ? formatBudgetHeaders(timeoutMs as number, options?.dialects) : {};

@@ -36,8 +36,9 @@ function quietLateReplies(reply: FastifyReply): void {
 /** @internal */
 export const fastifyHost: RequestHost = {
   answer(state: RequestState, error: DeadlineExceededError | CancelledError): boolean {
-    const reply = state.hostData as FastifyReply;
-    if (reply.sent) return false;
+    const reply = state.hostData as FastifyReply | undefined;
+    // Undefined once the response is over (then nothing is answered).
+    if (reply === undefined || reply.sent) return false;
     if (reply.raw.headersSent) {
       reply.raw.destroy(error);
       return false;
@@ -49,6 +50,8 @@ export const fastifyHost: RequestHost = {
     return true;
   },
   logger(state: RequestState): LineLogger | undefined {
-    return (state.hostData as FastifyReply).request.log;
+    // After the response the reply is let go of (below): the logger was looked up by then.
+    return (state.hostData as FastifyReply | undefined)?.request.log;
   },
+  releasesHostData: true,
 };

@@ -1,5 +1,7 @@
 import { Readable } from 'node:stream';
 import { finished } from 'node:stream/promises';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { createContext, currentContext, InvalidArgumentError } from '@deadline/core';
 import { deadlineMixin } from '@deadline/pino';
 import Fastify, { type FastifyRequest } from 'fastify';
@@ -175,6 +177,49 @@ describe('fastify plugin', () => {
       await app.close();
     }
     expect(handled).toBeLessThanOrEqual(1); // if the body still arrives, the handler's answer is dropped
+  });
+
+  it('a deadline kept after its response does not keep the request: the reply is let go of, and a call that outlives the request is still logged on its logger', async () => {
+    // A full collection on demand: what is still reachable after it is kept by something.
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    const logs: LogLine[] = [];
+    const app = Fastify({ loggerInstance: pino(memoryDestination(logs)) });
+    await app.register(fastifyDeadline);
+    // What the route saw: its deadline, kept here after the response, and its reply, held only weakly.
+    const seen: { deadline: FastifyRequest['deadline']; reply: WeakRef<object> | undefined } = {
+      deadline: null,
+      reply: undefined,
+    };
+    app.get('/', async (req, res) => {
+      seen.deadline = req.deadline;
+      seen.reply = new WeakRef(res);
+      return 'ok';
+    });
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const res = await request(url, { headers: { connection: 'close' } });
+      await res.body.text();
+      const kept = seen.deadline;
+      const reply = seen.reply;
+      expect(kept?.outcome).toBe('ok');
+      // fastify lets go of its reply within a few turns of the loop; the deadline held here must not keep it.
+      for (let turn = 0; turn < 100 && reply?.deref() !== undefined; turn++) {
+        await new Promise((resolve) => setImmediate(resolve));
+        gc();
+      }
+      expect(reply?.deref()).toBeUndefined();
+      // The logger was looked up before the reply went: a call ending after the response still finds it.
+      (kept as unknown as { callOutlived(message: object): void }).callOutlived({
+        target: 'audit-db',
+        outlivedMs: 120,
+        elapsedMs: 130,
+        outcome: 'ok',
+      });
+      expect(logs.some((line) => String(line.msg).includes('a call to audit-db outlived its request'))).toBe(true);
+    } finally {
+      await app.close();
+    }
   });
 
   describe('per-route limits and logging', () => {

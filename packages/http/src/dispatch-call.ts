@@ -3,7 +3,7 @@
  * call, started in the caller's context, and the dispatch options carrying its budget, trace and idempotency
  * headers in place of the caller's.
  */
-import { OutgoingCall } from '@deadline/core/internal';
+import { OutgoingCall, type Scope, storage } from '@deadline/core/internal';
 import type { Dispatcher } from 'undici';
 import { type DispatchHeaders, hasHeader, replaceHeaders } from './headers.js';
 import { IDEMPOTENCY_KEY_HEADER, outgoingKey } from './idempotency-key.js';
@@ -20,8 +20,13 @@ export interface DeadlineDispatch {
  * Starts the call of one dispatch (every attempt: a retry never reuses a stale budget). Throws, with nothing
  * sent, when it must not be made (no time left, an open circuit). @internal
  */
-export function startDispatch(opts: Dispatcher.DispatchOptions, resolved: ResolvedHttpOptions): DeadlineDispatch {
-  const call = startCall(opts, resolved);
+export function startDispatch(
+  opts: Dispatcher.DispatchOptions,
+  resolved: ResolvedHttpOptions,
+  // The caller's read of the current context (a read is a Map lookup from Node 24 on: core's `timeoutIn`).
+  scope: Scope | undefined = storage.getStore(),
+): DeadlineDispatch {
+  const call = startCall(opts, resolved, scope);
   const key = outgoingKey(opts.method, opts.headers as DispatchHeaders, hasKeyHeader);
   const add = key === undefined ? call.headers : { ...call.headers, [IDEMPOTENCY_KEY_HEADER]: key };
   const headers = replaceHeaders(opts.headers as DispatchHeaders, add);
@@ -29,10 +34,14 @@ export function startDispatch(opts: Dispatcher.DispatchOptions, resolved: Resolv
 }
 
 /** @internal */
-export function startCall(opts: Dispatcher.DispatchOptions, resolved: ResolvedHttpOptions): OutgoingCall {
+export function startCall(
+  opts: Dispatcher.DispatchOptions,
+  resolved: ResolvedHttpOptions,
+  scope: Scope | undefined = storage.getStore(),
+): OutgoingCall {
   const origin = originOf(opts.origin);
   const target = resolved.target({ method: opts.method ?? 'GET', origin, path: opts.path ?? '/' });
-  return OutgoingCall.start(target, resolved, resolved.guardFor(origin));
+  return OutgoingCall.start(target, resolved, resolved.guardFor(origin), scope);
 }
 
 /** Whether the caller's headers, in any shape undici takes, have an `Idempotency-Key`. */

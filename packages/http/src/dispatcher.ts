@@ -77,12 +77,13 @@ export class DeadlineDispatcher extends SendingDispatcher<Dispatcher> {
 
   override dispatch(opts: Dispatcher.DispatchOptions, handler: Handler): boolean {
     const resolved = this.#resolved;
+    const scope = storage.getStore();
     // Outside any context, with no default budget or cap: exactly what the base would do.
-    if (resolved.passThroughOutside && storage.getStore() === undefined) return this.inner.dispatch(opts, handler);
+    if (resolved.passThroughOutside && scope === undefined) return this.inner.dispatch(opts, handler);
     const newer = typeof handler.onRequestStart === 'function';
     let started: DeadlineDispatch;
     try {
-      started = startDispatch(opts, resolved);
+      started = startDispatch(opts, resolved, scope);
     } catch (error) {
       // Not made: nothing connected, nothing written.
       if (newer) handler.onResponseError?.(null as unknown as Controller, error as Error);

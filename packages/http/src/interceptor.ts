@@ -32,11 +32,12 @@ export function deadlineInterceptor(options?: HttpDeadlineOptions): Dispatcher.D
   const resolved = resolveHttpOptions(options);
   return (dispatch) =>
     function deadlineDispatch(opts, handler) {
+      const scope = storage.getStore();
       // Outside any context, with no default budget or cap: exactly what undici would do.
-      if (resolved.passThroughOutside && storage.getStore() === undefined) return dispatch(opts, handler);
+      if (resolved.passThroughOutside && scope === undefined) return dispatch(opts, handler);
       let started: DeadlineDispatch;
       try {
-        started = startDispatch(opts, resolved);
+        started = startDispatch(opts, resolved, scope);
       } catch (error) {
         // Not made: nothing connected, nothing written. undici's own interceptors report early failures so.
         handler.onResponseError?.(null as unknown as Controller, error as Error);

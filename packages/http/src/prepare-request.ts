@@ -81,11 +81,12 @@ export function prepareWith(
   init?: RequestInit,
   callerHasKey: (headers: RequestInit['headers']) => boolean = recordHasKey,
 ): PreparedHttpRequest {
+  const scope = storage.getStore();
   // Outside any context, with no default budget or cap: nothing to prepare, nothing published.
-  if (resolved.passThroughOutside && storage.getStore() === undefined) return passThrough(init);
+  if (resolved.passThroughOutside && scope === undefined) return passThrough(init);
   const parsed = typeof url === 'string' ? new URL(url) : url;
   const target = resolved.target({ method: method.toUpperCase(), origin: parsed.origin, path: parsed.pathname });
-  const call = OutgoingCall.start(target, resolved, resolved.guardFor(parsed.origin));
+  const call = OutgoingCall.start(target, resolved, resolved.guardFor(parsed.origin), scope);
   const headers: Record<string, string | string[] | number> = {};
   for (const [name, value] of Object.entries(init?.headers ?? {})) {
     if (value !== undefined && !Object.hasOwn(call.headers, name.toLowerCase())) headers[name] = value;
@@ -95,7 +96,7 @@ export function prepareWith(
   if (idempotencyKey !== undefined) headers[IDEMPOTENCY_KEY_HEADER] = idempotencyKey;
   let signal: AbortSignal | undefined;
   // A signal only where something can stop the call: its own timeout, or a context that can end or be cancelled.
-  if (call.timeoutMs !== undefined || storage.getStore()?._stoppable === true) {
+  if (call.timeoutMs !== undefined || scope?._stoppable === true) {
     const controller = new AbortController();
     call.onStop((error) => controller.abort(error));
     signal = controller.signal;

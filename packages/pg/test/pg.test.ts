@@ -519,8 +519,12 @@ describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
   });
 
   it("the stop's error carries the driver's 57014 as its cause when our cancel ends the statement", async () => {
-    const db = withDeadline(newPool(), { statementTimeout: false });
-    const error = await runWithDeadline(100, () => db.query('SELECT pg_sleep(5)')).catch((e: unknown) => e);
+    // Its connection made first, and time for the statement to reach the server: the cancel must find it running
+    // (with 100 ms and a connection still to make, CI under load once stopped it before it ran: no 57014).
+    const pool = newPool(1);
+    await pool.query('SELECT 1');
+    const db = withDeadline(pool, { statementTimeout: false });
+    const error = await runWithDeadline(400, () => db.query('SELECT pg_sleep(5)')).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(DeadlineExceededError);
     expect((error as Error).cause).toMatchObject({ code: '57014' });
   });

@@ -113,6 +113,12 @@ export interface RequestHost {
   answer(state: RequestState, error: DeadlineExceededError | CancelledError): boolean;
   /** The logger for the request's end-of-request line, if any (looked up when the line is written). */
   logger(state: RequestState): LineLogger | undefined;
+  /**
+   * Whether the state lets go of its `hostData` when the response is over (its logger looked up by then, for calls
+   * that outlive the request): true where that object holds the whole exchange (fastify's reply). A host that
+   * reads `hostData` after the end (express counts the closes there) leaves it unset.
+   */
+  readonly releasesHostData?: boolean;
 }
 
 /**
@@ -141,8 +147,11 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
   declare res: ServerResponse | undefined;
   declare readonly options: ResolvedOptions<never>;
   declare readonly host: RequestHost;
-  /** The adapter's own per-request object (fastify: the reply). */
-  declare readonly hostData: unknown;
+  /**
+   * The adapter's own per-request object (fastify: the reply); let go of when the response is over where the host
+   * says so (`releasesHostData`).
+   */
+  declare hostData: unknown;
   /**
    * A long-lived request (SSE, long poll, websocket): no default budget, and never answered 504 nor cut by this
    * hop; a caller's budget still bounds its outgoing calls.
@@ -366,6 +375,19 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
     this.#writeLine(statusCode);
     this.req = undefined;
     this.res = undefined;
+    if (this.host.releasesHostData === true) this.#releaseHostData();
+  }
+
+  /**
+   * Lets go of the host's object once the response is over. The state outlives its response for as long as
+   * anything still holds the request's context (the context keeps the state, for calls that outlive the request),
+   * and through fastify's reply it kept every object of the request: fastify on Node 20 had 14–18 KB surviving each
+   * young-generation collection, 5 KB once let go of (`--trace-gc-nvp`), as much as the hand-written minimum.
+   */
+  #releaseHostData(): void {
+    // Calls that outlive the request are logged where its line went; when no line was written, looked up now.
+    this.#logger ??= this.host.logger(this);
+    this.hostData = undefined;
   }
 
   /** The client closed the connection before the response: its work is cancelled. */
