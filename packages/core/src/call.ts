@@ -116,7 +116,8 @@ export class OutgoingCall {
     target: string,
     options?: OutgoingCallOptions,
     guard?: CallGuard,
-    // The caller's read of the current context, when it made one (see `timeoutIn`).
+    // The caller's read of the current context, when it made one (see `timeoutIn`); left out (or `undefined`, a
+    // caller outside any context) it is read here.
     scope: Scope | undefined = storage.getStore(),
   ): OutgoingCall {
     if (guard === undefined) return new OutgoingCall(target, scope, options, undefined);

@@ -3,7 +3,7 @@
  * call, started in the caller's context, and the dispatch options carrying its budget, trace and idempotency
  * headers in place of the caller's.
  */
-import { OutgoingCall, type Scope, storage } from '@deadline/core/internal';
+import { OutgoingCall, type Scope } from '@deadline/core/internal';
 import type { Dispatcher } from 'undici';
 import { type DispatchHeaders, hasHeader, replaceHeaders } from './headers.js';
 import { IDEMPOTENCY_KEY_HEADER, outgoingKey } from './idempotency-key.js';
@@ -24,7 +24,7 @@ export function startDispatch(
   opts: Dispatcher.DispatchOptions,
   resolved: ResolvedHttpOptions,
   // The caller's read of the current context (a read is a Map lookup from Node 24 on: core's `timeoutIn`).
-  scope: Scope | undefined = storage.getStore(),
+  scope: Scope | undefined,
 ): DeadlineDispatch {
   const call = startCall(opts, resolved, scope);
   const key = outgoingKey(opts.method, opts.headers as DispatchHeaders, hasKeyHeader);
@@ -37,7 +37,7 @@ export function startDispatch(
 export function startCall(
   opts: Dispatcher.DispatchOptions,
   resolved: ResolvedHttpOptions,
-  scope: Scope | undefined = storage.getStore(),
+  scope: Scope | undefined,
 ): OutgoingCall {
   const origin = originOf(opts.origin);
   const target = resolved.target({ method: opts.method ?? 'GET', origin, path: opts.path ?? '/' });
