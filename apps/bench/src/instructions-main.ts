@@ -74,9 +74,12 @@ const wantMajor = (version: string) =>
  * there 15,000 (as optimised as 30,000, and within their ±5 % noise). A fetch client warms up 20,000 fetches: V8
  * (Node 24) compiles a function called once a fetch — the dispatcher's, most of undici's own — with TurboFan only
  * after 10,000–20,000 calls (`--trace-opt`); after 4,000 a window ran them in Maglev's code, and V8's compilers
- * still did 220k instructions a fetch in it (60k after 20,000). A client's window opens after a full collection
- * (fetch-client-process.ts). A count takes ~16–35 s (fastify), ~25–60 s (express) and ~45–60 s (fetch) here
- * (2026-12-05), most of it valgrind starting Node and running the warm-up: 40 counts, two at a time.
+ * still did 220k instructions a fetch in it (60k after 20,000). On Node 20 and 22 the compiling never settles (V8
+ * deoptimizes and recompiles undici's path throughout, 190k–430k instructions a fetch in a window after 20,000,
+ * all left out of the count): there a client warms up 8,000 (bare and library counted as after 20,000, within
+ * the counts' own spread, 2026-12-05), which spares ~15 s of each of six counts. A client's window opens after a full
+ * collection (fetch-client-process.ts). A count takes ~15–35 s (fastify), ~25–60 s (express) and ~30–60 s (fetch)
+ * here (2026-12-05), most of it valgrind starting Node and running the warm-up: 40 counts, two at a time.
  */
 const COUNTS: Record<Row['framework'], CountOptions> = quick
   ? {
@@ -89,14 +92,13 @@ const COUNTS: Record<Row['framework'], CountOptions> = quick
       express: { warmUp: 30_000, requests: 2_000 },
       fetch: { warmUp: 20_000, requests: 600 },
     };
-/** Node 20 and 22 (V8 11 and 12): express's shorter warm-up (above). */
-const EXPRESS_WARM_UP_BEFORE_24 = 15_000;
+/** Node 20 and 22 (V8 11 and 12): express's and the fetch clients' shorter warm-ups (above). */
+const WARM_UP_BEFORE_24: Partial<Record<Row['framework'], number>> = { express: 15_000, fetch: 8_000 };
 
 function countsFor(row: Row, node: NodeBinary): CountOptions {
   const options = COUNTS[row.framework];
-  return row.framework === 'express' && !quick && majorOf(node.version) < 24
-    ? { ...options, warmUp: EXPRESS_WARM_UP_BEFORE_24 }
-    : options;
+  const warmUp = WARM_UP_BEFORE_24[row.framework];
+  return warmUp !== undefined && !quick && majorOf(node.version) < 24 ? { ...options, warmUp } : options;
 }
 const AT_ONCE = Math.max(1, Math.min(2, cpus().length));
 
@@ -105,7 +107,7 @@ const progress = (line: string) => process.stderr.write(`\r${line.padEnd(90)}`);
 /** Each Node's count for each row, and the time the whole run took. */
 interface Report {
   machine: { node: string; cpus: number; cpu: string };
-  options: typeof COUNTS & { expressWarmUpBeforeNode24: number };
+  options: typeof COUNTS & { warmUpBeforeNode24: typeof WARM_UP_BEFORE_24 };
   nodes: string[];
   skipped: { version: string; reason: string }[];
   rows: {
@@ -167,8 +169,14 @@ const job = (node: NodeBinary, row: Row) => async () => {
     `instructions: ${++done}/${total} (${node.version} ${row.target.variant}: ${kilo(count.instructionsPerRequest)})`,
   );
 };
+/** The longest first (express's counts take the longest of the servers'): the last to end is a short one. */
+const LONGEST_FIRST: Row['framework'][] = ['express', 'fastify', 'fetch'];
 const jobsOf = (kind: Target['kind']) =>
-  nodes.flatMap((node) => rows.filter((row) => row.target.kind === kind).map((row) => job(node, row)));
+  LONGEST_FIRST.flatMap((framework) =>
+    nodes.flatMap((node) =>
+      rows.filter((row) => row.target.kind === kind && row.framework === framework).map((row) => job(node, row)),
+    ),
+  );
 try {
   // The servers first, then the clients: a client's count moves with how its downstream's answers arrive (loop
   // turns, reads, microtask checkpoints per fetch), so clients run beside each other, not beside autocannon
@@ -184,7 +192,7 @@ const countOf = (node: NodeBinary, row: Row) => counts.get(`${node.version} ${ro
 const bareOf = (row: Row) => ROWS.find((other) => other.framework === row.framework && other.role === 'bare') as Row;
 const report: Report = {
   machine: { node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown' },
-  options: { ...COUNTS, expressWarmUpBeforeNode24: EXPRESS_WARM_UP_BEFORE_24 },
+  options: { ...COUNTS, warmUpBeforeNode24: WARM_UP_BEFORE_24 },
   nodes: nodes.map((node) => node.version),
   skipped: newer.skipped,
   rows: rows.map((row) => ({

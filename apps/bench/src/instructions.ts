@@ -43,6 +43,9 @@ function underCallgrind(node: string, dir: string, script: string, args: string[
       '--smc-check=all-non-file',
       '--instr-atstart=no',
       `--callgrind-out-file=${join(dir, 'callgrind.%p')}`,
+      // callgrind_control reaches the process through FIFOs named by this prefix: in the count's directory, they go
+      // with it (a killed process leaves its own behind, see stop).
+      `--vgdb-prefix=${vgdbPrefix(dir)}`,
       node,
       '--single-threaded',
       '--expose-gc',
@@ -67,8 +70,17 @@ function underCallgrind(node: string, dir: string, script: string, args: string[
   );
 }
 
-function toggle(child: ChildProcess, on: boolean): void {
-  execFileSync('callgrind_control', ['-i', on ? 'on' : 'off', String(child.pid)], { stdio: 'ignore' });
+const vgdbPrefix = (dir: string) => join(dir, 'vgdb');
+
+/** Runs `callgrind_control` with `args` on the count's process, whose FIFOs are in `dir`. */
+function control(child: ChildProcess, dir: string, ...args: string[]): void {
+  execFileSync('callgrind_control', [`--vgdb-prefix=${vgdbPrefix(dir)}`, ...args, String(child.pid)], {
+    stdio: 'ignore',
+  });
+}
+
+function toggle(child: ChildProcess, dir: string, on: boolean): void {
+  control(child, dir, '-i', on ? 'on' : 'off');
 }
 
 /**
@@ -120,7 +132,7 @@ async function windowCount(
   requests: number,
   rate: CollectionRate,
 ): Promise<Count> {
-  execFileSync('callgrind_control', ['-d', String(child.pid)], { stdio: 'ignore' });
+  control(child, dir, '-d');
   const dump = (await readdir(dir)).find((name) => name.endsWith('.1'));
   if (dump === undefined) throw new Error(`${what}: no callgrind dump`);
   const text = await readFile(join(dir, dump), 'utf8');
@@ -140,8 +152,12 @@ async function windowCount(
   };
 }
 
+/**
+ * Ends a count's process. Killed, not asked to exit: its count was read from the window's dump, and on exit
+ * callgrind writes one more (every symbol of the JIT's code: ~0.6 s a count here, 40 in a run).
+ */
 async function stop(child: ChildProcess): Promise<void> {
-  child.kill('SIGTERM');
+  child.kill('SIGKILL');
   if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
 }
 
@@ -174,10 +190,10 @@ async function countServer(node: string, variant: Variant, options: CountOptions
         seen++;
         if (seen === rateFrom) scavengesBefore = output.scavenges;
         if (seen === options.warmUp) {
-          toggle(child, true);
+          toggle(child, dir, true);
           countedFrom = seen;
         } else if (countedFrom >= 0 && seen === countedFrom + options.requests) {
-          toggle(child, false);
+          toggle(child, dir, false);
           load.stop();
           resolve();
         }
@@ -214,10 +230,10 @@ async function countClient(
       requests: Number(collecting.match[1]) - Number(from.match[1]),
     };
     await output.line(/^WARM$/);
-    toggle(child, true);
+    toggle(child, dir, true);
     child.stdin?.write('GO\n');
     await output.line(/^DONE$/);
-    toggle(child, false);
+    toggle(child, dir, false);
     return await windowCount(child, dir, variant, options.requests, rate);
   } finally {
     await stop(child);
