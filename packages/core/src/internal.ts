@@ -6,6 +6,7 @@
 
 export { type CallStopListener, OutgoingCall, type OutgoingCallOptions } from './call.js';
 export type { CallGuard, CallOutcome, CallPermit } from './call-guard.js';
+export { CheckoutQueue } from './checkout-queue.js';
 export { MAX_TIMER_DELAY_MS, monotonicNow, timerDelay } from './clock.js';
 export { describeValue } from './describe-value.js';
 export {

@@ -2,7 +2,7 @@
  * Connections under the deadline: one checked out of a wrapped pool, and a single connection wrapped on its own.
  * Both run their statements through a {@link Session}, so the gate orders them after a KILL's cleanup.
  */
-import { storage } from '@deadline/core/internal';
+import { type CheckoutQueue, storage } from '@deadline/core/internal';
 import type { Connection, FieldPacket, PoolConnection, QueryResult } from 'mysql2/promise';
 import type { Backend } from './backend.js';
 import { STUCK_KILL_MS } from './killer.js';
@@ -26,10 +26,12 @@ import { underCall } from './under-call.js';
  * instead kept each such connection from the pool for up to KILL_TIMEOUT_MS, and a stream of expiring requests
  * took every connection of the pool that way.
  */
-export function giveBack(session: Session, connection: PoolConnection): void {
+export function giveBack(session: Session, connection: PoolConnection, queue: CheckoutQueue | undefined): void {
   void session.idleWithin(STUCK_KILL_MS).then((idle) => {
     if (!idle || session.dirty) connection.destroy();
     else connection.release();
+    // A destroyed connection leaves room for a new one, and mysql2 says nothing of it.
+    queue?.pump();
   });
 }
 
@@ -60,22 +62,25 @@ abstract class SessionStatements implements DeadlineQueryable {
 /** @internal */
 export class PooledConnection extends SessionStatements implements DeadlinePoolConnection {
   readonly connection: PoolConnection;
+  readonly #queue: CheckoutQueue | undefined;
   #returned = false;
 
-  constructor(connection: PoolConnection, backend: Backend) {
+  constructor(connection: PoolConnection, backend: Backend, queue: CheckoutQueue | undefined) {
     super(new Session(connection, backend), backend);
     this.connection = connection;
+    this.#queue = queue;
   }
 
   release(): void {
     if (this.#returned) return;
     this.#returned = true;
-    giveBack(this.session, this.connection);
+    giveBack(this.session, this.connection, this.#queue);
   }
 
   destroy(): void {
     this.#returned = true;
     this.connection.destroy();
+    this.#queue?.pump();
   }
 }
 

@@ -8,7 +8,7 @@
 export { instrumentMysql, type Mysql2Module } from './instrument.js';
 export type { MariadbModule } from './mariadb/connector.js';
 export { instrumentMariadb } from './mariadb/instrument.js';
-export type { MysqlDeadlineOptions } from './options.js';
+export type { MysqlDeadlineOptions, MysqlInstrumentOptions } from './options.js';
 export type {
   DeadlineConnection,
   DeadlinePool,

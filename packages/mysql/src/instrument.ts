@@ -32,7 +32,7 @@ import {
   type PoolSide,
   replaceMethods,
 } from './instrumented.js';
-import { type MysqlDeadlineOptions, resolveOptions } from './options.js';
+import { type MysqlInstrumentOptions, resolveOptions } from './options.js';
 import { type Kind, Session } from './session.js';
 import { mysql2Sides } from './side-connection.js';
 import type { ExecuteValues, QueryValues, Sql } from './types.js';
@@ -107,7 +107,7 @@ const sessions = new WeakMap<object, Session>();
  * const sequelize = new Sequelize(process.env.DATABASE_URL, { dialect: 'mysql', dialectModule: mysql });
  * ```
  */
-export function instrumentMysql(mysql2: Mysql2Module, options?: MysqlDeadlineOptions): () => void {
+export function instrumentMysql(mysql2: Mysql2Module, options?: MysqlInstrumentOptions): () => void {
   const prototype = (mysql2 as Partial<Mysql2Module> | null | undefined)?.Connection?.prototype as
     | { query?: unknown; execute?: unknown }
     | undefined;

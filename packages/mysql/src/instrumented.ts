@@ -8,13 +8,13 @@
 import { AsyncResource } from 'node:async_hooks';
 import { isUnpatched, outsideContext, storage } from '@deadline/core/internal';
 import type { Backend } from './backend.js';
-import type { MysqlDeadlineOptions } from './options.js';
+import type { MysqlInstrumentOptions } from './options.js';
 import type { Session } from './session.js';
 import { underCall } from './under-call.js';
 
 /** @internal One driver's instrumentation, as installed on its prototype: what its bounded statements read. */
 export interface Instrumentation {
-  options: MysqlDeadlineOptions | undefined;
+  options: MysqlInstrumentOptions | undefined;
   /** One backend (side connections, flavour) per server and user. */
   readonly backends: Map<string, Backend>;
   enabled: boolean;
@@ -31,7 +31,7 @@ export interface Instrumentation {
 export function instrumentOnce(
   prototype: object,
   key: symbol,
-  options: MysqlDeadlineOptions | undefined,
+  options: MysqlInstrumentOptions | undefined,
   install: (instrumentation: Instrumentation) => () => boolean,
 ): () => void {
   const registry = prototype as { [key: symbol]: Instrumentation | undefined };

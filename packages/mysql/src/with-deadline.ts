@@ -37,7 +37,8 @@ function connectionConfig(value: Record<string, unknown>): ConnectionConfig | un
  * run through the returned object is bounded by the current request's deadline:
  *
  * - not sent when too little time is left (`DeadlineExceededError`, phase `before-call`; the pool is not touched);
- * - the pool checkout waits at most for what is left;
+ * - the pool checkout waits at most for what is left, in a queue that serves newest first once the oldest waiters
+ *   cannot be served in time (`checkoutOrder`);
  * - the statement carries a server-side limit (MariaDB `max_statement_time`, MySQL `MAX_EXECUTION_TIME`);
  * - when the budget runs out, or the request is cancelled, `KILL QUERY` stops it on the server and the promise
  *   rejects at once with `DeadlineExceededError` (`during-call`) or `CancelledError`.
@@ -70,8 +71,9 @@ export function withDeadline(
   if (isObject(value)) {
     const fromPool = poolConfig(value);
     if (fromPool !== undefined) {
-      const backend = new Backend(resolveOptions(options, fromPool.database), mysql2Sides(fromPool));
-      return new DeadlinePoolImpl(poolOrConnection as Pool, backend);
+      const resolved = resolveOptions(options, fromPool.database);
+      const backend = new Backend(resolved, mysql2Sides(fromPool));
+      return new DeadlinePoolImpl(poolOrConnection as Pool, backend, resolved.checkoutOrder);
     }
     const fromConnection = connectionConfig(value);
     if (fromConnection !== undefined) {

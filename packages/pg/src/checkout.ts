@@ -2,8 +2,9 @@
  * Checking a connection out of a pg pool under a call: the pool has no per-checkout timeout, so the wait is
  * raced against the call's stop. Shared by `withDeadline()` and `instrumentPg()`.
  */
+
+import type { CheckoutQueue } from '@deadline/core/internal';
 import { type OutgoingCall, outsideContext, unpatched } from '@deadline/core/internal';
-import type { CheckoutQueue } from './checkout-queue.js';
 import type { PgPoolClientLike, PgPoolLike } from './with-deadline.js';
 
 /**
@@ -17,7 +18,9 @@ export function checkoutFrom(
   call: OutgoingCall,
 ): Promise<PgPoolClientLike> {
   const connected =
-    queue !== undefined ? queue.checkout(call) : call.race(() => unpatched(() => pool.connect()), releaseLate);
+    queue !== undefined
+      ? queue.checkout(call, () => pool.connect(), releaseLate)
+      : call.race(() => unpatched(() => pool.connect()), releaseLate);
   return connected.catch((error: unknown) => {
     call.end(error);
     throw error;

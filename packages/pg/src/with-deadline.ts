@@ -4,9 +4,9 @@
  * bounded, the statement bounded on the server (`statement_timeout`) and cancelled from here at the stop.
  * Outside a context everything passes straight through.
  */
-import { monotonicNow, OutgoingCall, storage } from '@deadline/core/internal';
+import { type CheckoutQueue, monotonicNow, OutgoingCall, storage } from '@deadline/core/internal';
 import { checkoutFrom } from './checkout.js';
-import { CheckoutQueue } from './checkout-queue.js';
+import { checkoutQueueOf } from './checkout-queue.js';
 import { clientAsPool, isClient, type PgClient } from './client-as-pool.js';
 import { typedError } from './errors.js';
 import { connectionFailure, holdConnection, queryHeld } from './held-connection.js';
@@ -135,7 +135,7 @@ export function withDeadline<P extends PgPoolLike | PgClient>(
 ): DeadlinePool<P> {
   const pool: PgPoolLike = isClient(poolOrClient) ? clientAsPool(poolOrClient) : (poolOrClient as PgPoolLike);
   const resolved = resolvePgOptions(options, databaseOf(pool.options));
-  const queue = resolved.checkoutOrder === 'fifo' ? undefined : CheckoutQueue.of(pool);
+  const queue = resolved.checkoutOrder === 'fifo' ? undefined : checkoutQueueOf(pool);
   const checkout = (call: OutgoingCall) => checkoutFrom(pool, queue, call);
   const inContext = () => storage.getStore() !== undefined;
   return {

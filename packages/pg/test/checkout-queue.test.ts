@@ -8,6 +8,7 @@ import { DeadlineExceededError, InvalidArgumentError, runWithDeadline } from '@d
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { POSTGRES, requireService } from '../../../test/support/services.ts';
+import { untilTrue } from '../../../test/support/turns.ts';
 import { withDeadline } from '../src/index.ts';
 
 const available = await requireService(POSTGRES);
@@ -17,15 +18,6 @@ function newPool(max: number): pg.Pool {
   const pool = new pg.Pool({ connectionString: POSTGRES.url, max });
   pools.push(pool);
   return pool;
-}
-
-/** Resolves once `condition` holds, checked once per turn of the event loop: no sleeping to line things up. */
-async function until(condition: () => boolean): Promise<void> {
-  const limit = performance.now() + 10_000;
-  while (!condition()) {
-    if (performance.now() > limit) throw new Error('condition not reached in 10 s');
-    await new Promise((resolve) => setImmediate(resolve));
-  }
 }
 
 /**
@@ -105,7 +97,7 @@ describe.runIf(available)('@deadline/pg checkout order (PostgreSQL)', () => {
     const held = await pool.connect();
     const ours = runWithDeadline(10_000, () => db.query<{ n: number }>('SELECT 1 AS n'));
     const plain = pool.query('SELECT 2 AS n');
-    await until(() => pool.waitingCount === 1);
+    await untilTrue(() => pool.waitingCount === 1);
     held.release();
     const [a, b] = await Promise.all([ours, plain]);
     expect([a.rows[0]?.n, (b.rows[0] as { n: number }).n]).toEqual([1, 2]);
@@ -134,7 +126,7 @@ describe.runIf(available)('@deadline/pg checkout order (PostgreSQL)', () => {
     const db = withDeadline(pool, { checkoutOrder: 'fifo' });
     const held = await pool.connect();
     const query = runWithDeadline(10_000, () => db.query('SELECT 1'));
-    await until(() => pool.waitingCount === 1);
+    await untilTrue(() => pool.waitingCount === 1);
     held.release();
     await query;
   });

@@ -29,7 +29,7 @@ import {
   type PoolSide,
   replaceMethods,
 } from '../instrumented.js';
-import { type MysqlDeadlineOptions, resolveOptions } from '../options.js';
+import { type MysqlInstrumentOptions, resolveOptions } from '../options.js';
 import { type Kind, Session } from '../session.js';
 import type { Sql } from '../types.js';
 import { underCall } from '../under-call.js';
@@ -76,7 +76,7 @@ const sessions = new WeakMap<object, Session>();
  * const prisma = new PrismaClient({ adapter: new PrismaMariaDb(process.env.DATABASE_URL) });
  * ```
  */
-export function instrumentMariadb(mariadb: MariadbModule, options?: MysqlDeadlineOptions): () => void {
+export function instrumentMariadb(mariadb: MariadbModule, options?: MysqlInstrumentOptions): () => void {
   const { Connection, Pool } = connectorOf(mariadb);
   resolveOptions(options, undefined); // a bad option fails here, naming it
   const { query, prepareExecute, batch, changeTransaction, ping, reset, end } = Connection.prototype;
