@@ -1,7 +1,7 @@
 /**
- * One service of the demo chain — gateway (fastify), orders (express) or inventory (fastify, on Postgres) — in a
- * process of its own, for the overload benchmark: `node dist/overload-chain.js '<ServiceConfig as JSON>'`, with
- * an IPC channel. Three processes, as three services would be deployed: each hop has its own event loop and the
+ * One service of the demo chain — gateway (fastify), orders (express) or inventory (fastify, on Postgres or
+ * MariaDB) — in a process of its own, for the overload benchmark: `node dist/overload-chain.js '<ServiceConfig as
+ * JSON>'`, with an IPC channel. Three processes, as three services would be deployed: each hop has its own event loop and the
  * chain can use both cores. It sends `ready` with its URL, then answers the runner (overload-protocol.ts).
  *
  * Every statement its pool runs is timed where the driver sends it and hears back (for `pg_sleep` that is the
@@ -17,6 +17,8 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { startGateway } from '@deadline/demo-gateway';
 import { startInventory } from '@deadline/demo-inventory';
 import { startOrders } from '@deadline/demo-orders';
+import mysql from 'mysql2';
+import { createPool as createMysqlPool, type Pool as MysqlPool } from 'mysql2/promise';
 import pg from 'pg';
 import pino from 'pino';
 import type { ChainMessage, ParentMessage, ServiceConfig, StatementRecord } from './overload-protocol.js';
@@ -91,6 +93,46 @@ Object.defineProperty(TimedClient.prototype, 'query', {
 });
 
 /**
+ * mysql2's connections, timed the same way (inventory's stock query on MariaDB): where the driver is handed the
+ * statement and where it answers. A pooled connection's only: the library's side connections send KILLs, which
+ * are not a request's work. A statement comes with a callback (a promise connection's, the library's) or as a
+ * command whose `onResult` answers (the plain pool's `query()`).
+ */
+function timeMysqlStatements(): void {
+  const prototype = mysql.Connection.prototype as unknown as Record<string, unknown>;
+  for (const method of ['query', 'execute'] as const) {
+    const original = prototype[method] as (this: object, ...args: unknown[]) => unknown;
+    prototype[method] = function timedStatement(this: object, ...args: unknown[]): unknown {
+      if (!('_pool' in this)) return original.apply(this, args);
+      const [first, second] = args;
+      const command = typeof first === 'object' && first !== null ? (first as Record<string, unknown>) : undefined;
+      const values = command !== undefined && !Array.isArray(second) ? command.values : second;
+      const served = requestOf(values);
+      const record: StatementRecord = [served?.rid ?? -1, performance.now(), 0, served?.kind ?? 4];
+      const done = () => {
+        record[2] = performance.now();
+        ended.push(record);
+      };
+      const last = args.length - 1;
+      const callback = args[last];
+      if (typeof callback === 'function') {
+        args[last] = (...result: unknown[]) => {
+          done();
+          return callback(...result);
+        };
+      } else if (typeof command?.onResult === 'function') {
+        const answer = command.onResult as (...result: unknown[]) => unknown;
+        command.onResult = (...result: unknown[]) => {
+          done();
+          return answer(...result);
+        };
+      }
+      return original.apply(this, args);
+    };
+  }
+}
+
+/**
  * When each request reached this service (its HTTP server emitted it): how long it waited on the way — above
  * all in the kernel's accept queue, where no budget is running yet.
  */
@@ -100,6 +142,14 @@ subscribe('http.server.request.start', (data) => {
   if (rid !== undefined) arrivals.push([Number(rid), performance.now()]);
 });
 
+/** Requests waiting in mysql2's own queue (it publishes no count: the length of its list of waiters). */
+function mysqlWaiting(pool: MysqlPool | undefined): number {
+  return (
+    (pool as unknown as { pool?: { _connectionQueue?: { length: number } } } | undefined)?.pool?._connectionQueue
+      ?.length ?? 0
+  );
+}
+
 const cpuAtStart = process.cpuUsage();
 const loopDelay = monitorEventLoopDelay({ resolution: 10 });
 loopDelay.enable();
@@ -107,19 +157,27 @@ loopDelay.enable();
 try {
   const baseline = config.variant === 'baseline';
   const Client = TimedClient as unknown as typeof pg.Client;
+  const onMariadb = config.service === 'inventory' && config.stockDatabase === 'mariadb';
   const pool =
-    config.service === 'gateway'
+    config.service === 'gateway' || onMariadb
       ? undefined
       : new pg.Pool({ connectionString: config.postgresUrl, max: config.poolSize, Client });
+  let mariadb: MysqlPool | undefined;
+  if (onMariadb) {
+    timeMysqlStatements();
+    mariadb = createMysqlPool({ uri: config.mariadbUrl ?? '', connectionLimit: config.poolSize });
+  }
   // Open every connection now, so no request pays for one.
-  if (pool !== undefined) await Promise.all(Array.from({ length: config.poolSize }, () => pool.query('SELECT 1')));
+  const open = (): Promise<unknown> =>
+    mariadb !== undefined ? mariadb.query('SELECT 1') : (pool as pg.Pool).query('SELECT 1');
+  if (pool !== undefined || mariadb !== undefined) await Promise.all(Array.from({ length: config.poolSize }, open));
   // Quiet: a log line per request would cost more CPU than the service does.
   const logger = pino({ level: 'silent' });
   const upstream = config.upstreamUrl ?? '';
   let url: string;
   let forget = () => {};
   if (config.service === 'inventory') {
-    const inventory = await startInventory({ pool: pool as pg.Pool, logger, baseline });
+    const inventory = await startInventory({ pool, mariadb, logger, baseline });
     url = inventory.url;
     // inventory keeps one report per request for the demo; nobody reads them here.
     forget = () => {
@@ -146,7 +204,7 @@ try {
         seq: message.seq,
         statements,
         arrivals: arrived,
-        waiting: pool?.waitingCount ?? 0,
+        waiting: pool?.waitingCount ?? mysqlWaiting(mariadb),
         cpuMicros: cpu.user + cpu.system,
         loopDelayP99Ms: loopDelay.percentile(99) / 1e6,
         loopDelayMaxMs: loopDelay.max / 1e6,

@@ -6,6 +6,9 @@
 /** Which chain: the services with the library, or the same services with fixed per-hop timeouts only. */
 export type ChainVariant = 'library' | 'baseline';
 
+/** Where inventory's stock query runs: Postgres (`pg_sleep`), or MariaDB through mysql2 (`SLEEP`). */
+export type StockDatabase = 'postgres' | 'mariadb';
+
 export type ServiceName = 'inventory' | 'orders' | 'gateway';
 
 /** How one service process is started (its one command-line argument, as JSON). */
@@ -13,6 +16,10 @@ export interface ServiceConfig {
   service: ServiceName;
   variant: ChainVariant;
   postgresUrl: string;
+  /** Where inventory's stock query runs; orders reads Postgres either way. */
+  stockDatabase: StockDatabase;
+  /** MariaDB's URL (`mysql://user:password@host:port/database`), for a MariaDB stock query. */
+  mariadbUrl?: string | undefined;
   /** Connections of this service's pool (inventory's is the chain's bottleneck; gateway has none). */
   poolSize: number;
   /** The next hop (orders' inventory, gateway's orders). */

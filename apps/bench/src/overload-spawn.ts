@@ -15,6 +15,7 @@ import type {
   ServiceConfig,
   ServiceName,
   StatementRecord,
+  StockDatabase,
 } from './overload-protocol.js';
 
 /** A statement on the runner's clock, with the pool it ran on: `[rid, startedAt, endedAt, kind, pool]`. */
@@ -158,6 +159,9 @@ class ServiceProcess {
 export interface ChainOptions {
   variant: ChainVariant;
   postgresUrl: string;
+  /** Where inventory's stock query runs. */
+  stockDatabase: StockDatabase;
+  mariadbUrl?: string | undefined;
   /** inventory's pool: the bottleneck. */
   poolSize: number;
   /** orders' pool (one short read per request). */
@@ -182,7 +186,12 @@ export class ChainProcess {
   }
 
   static async start(options: ChainOptions): Promise<ChainProcess> {
-    const base = { variant: options.variant, postgresUrl: options.postgresUrl };
+    const base = {
+      variant: options.variant,
+      postgresUrl: options.postgresUrl,
+      stockDatabase: options.stockDatabase,
+      mariadbUrl: options.mariadbUrl,
+    };
     const started: ServiceProcess[] = [];
     try {
       const inventory = await ServiceProcess.start({ ...base, service: 'inventory', poolSize: options.poolSize });

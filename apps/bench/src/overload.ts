@@ -19,9 +19,14 @@
  * processes (overload-chain.ts), and tagged with its request's id (the order id the client chose); the client
  * records when it stopped waiting (its answer, or its give-up at 1 s). Dead work = statement time after that ÷
  * all statement time, over the level's window, on one clock (the processes' clocks are mapped onto the runner's).
+ *
+ * With `stockDatabase: 'mariadb'` (`npm run bench:overload -- --database mariadb`) inventory's stock query runs on
+ * MariaDB through mysql2 instead — `SLEEP(0.05)` on a pool of 5, `@deadline/mysql` against plain mysql2 (nothing
+ * killed) — and orders still reads Postgres.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
+import { createConnection, type RowDataPacket } from 'mysql2/promise';
 import pg from 'pg';
 import {
   BudgetedClient,
@@ -33,19 +38,28 @@ import {
   quantile,
   type RequestRecord,
 } from './overload-load.js';
-import { type ChainVariant, type ServiceName, STATEMENT_KINDS } from './overload-protocol.js';
+import { type ChainVariant, type ServiceName, STATEMENT_KINDS, type StockDatabase } from './overload-protocol.js';
 import { allowedCpus, ChainProcess, type Collected, type TimedStatement } from './overload-spawn.js';
 
 export interface OverloadOptions {
   /** One short level per variant, a few seconds in all: proves it runs, measures nothing. */
   quick: boolean;
+  /**
+   * Where inventory's stock query runs: Postgres (`pg_sleep`, `@deadline/pg`) or MariaDB through mysql2 (`SLEEP`,
+   * `@deadline/mysql`). Default `'postgres'`. orders reads Postgres either way.
+   */
+  stockDatabase?: StockDatabase | undefined;
 }
 
 /** What was run: everything a reader needs to reproduce it (no machine-specific figure is assumed). */
 export interface OverloadSetup {
   /** `PostgreSQL <version> at <host:port>`. */
   postgres: string;
-  /** Each stock query's length: `pg_sleep(workMs / 1000)`. */
+  /** Where inventory's stock query runs. */
+  stockDatabase: StockDatabase;
+  /** `MariaDB <version> at <host:port>`, when the stock query runs there. */
+  mariadb: string | null;
+  /** Each stock query's length: `pg_sleep(workMs / 1000)`, or `SLEEP(workMs / 1000)` on MariaDB. */
   workMs: number;
   /** Every client's budget (sent as `X-Request-Deadline`, and when it abandons the request). */
   budgetMs: number;
@@ -171,6 +185,8 @@ export interface LevelResult {
   runnerCpu: number;
   /** CPU of Postgres (cores, all its processes). */
   postgresCpu: number | null;
+  /** CPU of MariaDB (cores), when the stock query runs there; else null. */
+  mariadbCpu: number | null;
   /**
    * Everything else (cores): other processes on the machine, and kernel work charged to none. Well above zero,
    * the figures of this level were taken on a machine shared with something else.
@@ -217,9 +233,17 @@ const ORDERS_POOL_SIZE = 4;
 const CAPACITY_CONCURRENCY = 4 * POOL_SIZE;
 const RECOVERY_MULTIPLIER = 0.5;
 const RECOVERY_WINDOW_MS = 500;
-const DESCRIPTIONS: Record<ChainVariant, string> = {
-  library: 'with the library: one 1 s budget, propagated; the pool wait and the query bounded by it, cancelled',
-  baseline: 'fixed per-hop timeouts only (gateway 5 s, orders 4 s), plain pg: nothing cancelled on the database',
+const DESCRIPTIONS: Record<StockDatabase, Record<ChainVariant, string>> = {
+  postgres: {
+    library: 'with the library: one 1 s budget, propagated; the pool wait and the query bounded by it, cancelled',
+    baseline: 'fixed per-hop timeouts only (gateway 5 s, orders 4 s), plain pg: nothing cancelled on the database',
+  },
+  mariadb: {
+    library:
+      'with the library: one 1 s budget, propagated; the pool wait and the MariaDB query bounded by it, killed (KILL QUERY)',
+    baseline:
+      'fixed per-hop timeouts only (gateway 5 s, orders 4 s), plain mysql2 on MariaDB: nothing killed on the database',
+  },
 };
 
 interface Plan {
@@ -261,10 +285,10 @@ function emptyReport(quick: boolean, skipped: string): OverloadReport {
 const message = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
 /** The URL without its password, for the report. */
-function where(url: string): string {
+function where(url: string, defaultPort = 5432): string {
   try {
     const parsed = new URL(url);
-    return `${parsed.hostname}:${parsed.port || 5432}`;
+    return `${parsed.hostname}:${parsed.port || defaultPort}`;
   } catch {
     return 'an unparsable URL';
   }
@@ -281,6 +305,19 @@ async function probe(url: string): Promise<string> {
   }
 }
 
+/** `MariaDB <version> at <host:port>` (or whatever server answers there); throws when none does. */
+async function probeMariadb(url: string): Promise<string> {
+  const connection = await createConnection({ uri: url, connectTimeout: 3_000 });
+  try {
+    const [rows] = await connection.query<RowDataPacket[]>('SELECT VERSION() AS version');
+    const version = String(rows[0]?.version ?? 'unknown');
+    const server = /mariadb/i.test(version) ? 'MariaDB' : 'MySQL';
+    return `${server} ${version.replace(/-MariaDB.*$/i, '')} at ${where(url, 3306)}`;
+  } finally {
+    await connection.end().catch(() => {});
+  }
+}
+
 /** Busy and total jiffies of all CPUs (Linux /proc/stat); undefined elsewhere. */
 function machineTicks(): { busy: number; total: number } | undefined {
   try {
@@ -294,10 +331,10 @@ function machineTicks(): { busy: number; total: number } | undefined {
 }
 
 /**
- * CPU time of every `postgres` process (ticks), the postmaster's reaped children included (the backends that
- * served CancelRequests, for one); undefined without /proc.
+ * CPU time of every process named `name` (ticks), their reaped children included (for `postgres`: the backends
+ * that served CancelRequests, for one; `mariadbd` is one process, its threads included); undefined without /proc.
  */
-function postgresTicks(): number | undefined {
+function processTicks(name: string): number | undefined {
   try {
     let ticks = 0;
     for (const pid of readdirSync('/proc')) {
@@ -308,7 +345,7 @@ function postgresTicks(): number | undefined {
       } catch {
         continue;
       }
-      if (!stat.includes('(postgres)')) continue;
+      if (!stat.includes(`(${name})`)) continue;
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
     }
@@ -326,13 +363,16 @@ interface Meter {
   runner: NodeJS.CpuUsage;
   machine: ReturnType<typeof machineTicks>;
   postgres: number | undefined;
+  /** Counted only when the stock query runs on MariaDB. */
+  mariadb: number | undefined;
 }
 async function meter(chain: ChainProcess): Promise<Meter> {
   return {
     chain: await chain.collect(),
     runner: process.cpuUsage(),
     machine: machineTicks(),
-    postgres: postgresTicks(),
+    postgres: processTicks('postgres'),
+    mariadb: chain.options.stockDatabase === 'mariadb' ? processTicks('mariadbd') : undefined,
   };
 }
 
@@ -451,21 +491,32 @@ function recoveredAt(records: RequestRecord[], from: number, start: number, refe
 
 /**
  * Runs the overload benchmark. Never throws: without a reachable Postgres (DATABASE_URL ?? PG_URL ?? the loopback
- * one) or when a chain will not start, the report says why in `skipped`.
+ * one), a reachable MariaDB for a MariaDB stock query (MYSQL_URL ?? the loopback one), or when a chain will not
+ * start, the report says why in `skipped`.
  */
 export async function measureOverload(
   options: OverloadOptions,
   progress: (line: string) => void,
 ): Promise<OverloadReport> {
   const url = process.env.DATABASE_URL ?? process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+  const stockDatabase = options.stockDatabase ?? 'postgres';
   let postgres: string;
   try {
     postgres = await probe(url);
   } catch (error) {
     return emptyReport(options.quick, `PostgreSQL unreachable at ${where(url)}: ${message(error)}`);
   }
+  let mariadb: { url: string; server: string } | null = null;
+  if (stockDatabase === 'mariadb') {
+    const mariadbUrl = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
+    try {
+      mariadb = { url: mariadbUrl, server: await probeMariadb(mariadbUrl) };
+    } catch (error) {
+      return emptyReport(options.quick, `MariaDB unreachable at ${where(mariadbUrl, 3306)}: ${message(error)}`);
+    }
+  }
   try {
-    return await run(options.quick, url, postgres, progress);
+    return await run(options.quick, url, postgres, mariadb, progress);
   } catch (error) {
     return emptyReport(options.quick, `the overload benchmark failed: ${message(error)}`);
   }
@@ -475,11 +526,15 @@ async function run(
   quick: boolean,
   url: string,
   postgres: string,
+  mariadb: { url: string; server: string } | null,
   progress: (line: string) => void,
 ): Promise<OverloadReport> {
   const plan = quick ? QUICK : FULL;
+  const stockDatabase: StockDatabase = mariadb === null ? 'postgres' : 'mariadb';
   const setup: OverloadSetup = {
     postgres,
+    stockDatabase,
+    mariadb: mariadb?.server ?? null,
     workMs: WORK_MS,
     budgetMs: BUDGET_MS,
     poolSize: POOL_SIZE,
@@ -499,7 +554,14 @@ async function run(
   let rid = 0;
   const nextRid = () => ++rid;
   const start = (variant: ChainVariant) =>
-    ChainProcess.start({ variant, postgresUrl: url, poolSize: POOL_SIZE, ordersPoolSize: ORDERS_POOL_SIZE });
+    ChainProcess.start({
+      variant,
+      postgresUrl: url,
+      stockDatabase,
+      mariadbUrl: mariadb?.url,
+      poolSize: POOL_SIZE,
+      ordersPoolSize: ORDERS_POOL_SIZE,
+    });
   const variants: ChainVariant[] = ['library', 'baseline'];
   progress('overload: starting both chains');
   const chains = await Promise.allSettled(variants.map(start));
@@ -652,7 +714,7 @@ function report(quick: boolean, setup: OverloadSetup, capacity: number, states: 
     );
     return {
       variant: state.variant,
-      description: DESCRIPTIONS[state.variant],
+      description: DESCRIPTIONS[setup.stockDatabase][state.variant],
       capacity: {
         concurrency: CAPACITY_CONCURRENCY,
         seconds: setup.capacitySeconds,
@@ -687,12 +749,17 @@ function report(quick: boolean, setup: OverloadSetup, capacity: number, states: 
           before.postgres === undefined || after.postgres === undefined
             ? null
             : round((after.postgres - before.postgres) / TICKS_PER_SECOND / (elapsedMicros / 1e6), 3);
+        const mariadbCpu =
+          before.mariadb === undefined || after.mariadb === undefined
+            ? null
+            : round((after.mariadb - before.mariadb) / TICKS_PER_SECOND / (elapsedMicros / 1e6), 3);
         const chainCpu = round((after.chain.cpuMicros - before.chain.cpuMicros) / elapsedMicros, 3);
         const runnerCpu = round(runnerMicros / elapsedMicros, 3);
+        const databasesCpu = postgresCpu === null ? null : postgresCpu + (mariadbCpu ?? 0);
         const otherCpu =
-          machine === null || postgresCpu === null
+          machine === null || databasesCpu === null
             ? null
-            : round(Math.max(0, machine * setup.cpus - chainCpu - runnerCpu - postgresCpu), 3);
+            : round(Math.max(0, machine * setup.cpus - chainCpu - runnerCpu - databasesCpu), 3);
         let recoveryResult: RecoveryResult | null = null;
         if (recovery !== undefined) {
           const recovering = within(records, recovery.run.start, recovery.run.end);
@@ -731,6 +798,7 @@ function report(quick: boolean, setup: OverloadSetup, capacity: number, states: 
           services: { gateway: usage('gateway'), orders: usage('orders'), inventory: usage('inventory') },
           runnerCpu,
           postgresCpu,
+          mariadbCpu,
           otherCpu,
           machineCpu: machine,
           recovery: recoveryResult,
@@ -793,6 +861,7 @@ export function overloadRows(report: OverloadReport): Record<string, string | nu
             ? `>${level.recovery.capSeconds} s${level.recovery.restarted ? ' (restarted)' : ''}`
             : `${level.recovery.seconds} s`,
       'CPU chain/pg/other': `${level.chainCpu.toFixed(2)}/${level.postgresCpu?.toFixed(2) ?? '–'}/${level.otherCpu?.toFixed(2) ?? '–'}`,
+      ...(level.mariadbCpu === null ? {} : { 'CPU mariadb': level.mariadbCpu.toFixed(2) }),
     })),
   );
 }

@@ -1,6 +1,6 @@
 /**
- * Benchmarks are not tests: this only checks that `npm run bench` runs (in its quick mode) and reports every
- * row. The figures themselves come from full runs.
+ * Benchmarks are not tests: this only checks that `npm run bench` (and `npm run bench:overload` alone) runs in its
+ * quick mode and reports every row. The figures themselves come from full runs.
  */
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -66,3 +66,36 @@ it('the benchmark runs in quick mode and writes a report with every row', async 
     await rm(dir, { recursive: true, force: true });
   }
 }, 300_000);
+
+const overloadMain = fileURLToPath(new URL('../dist/overload-main.js', import.meta.url));
+
+it('the overload benchmark runs alone with its stock query on MariaDB, in quick mode', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'deadline-overload-'));
+  try {
+    await promisify(execFile)(process.execPath, [overloadMain, '--database', 'mariadb', '--quick'], {
+      cwd: dir,
+      timeout: 120_000,
+    });
+    const report = JSON.parse(await readFile(join(dir, 'overload-report.json'), 'utf8'));
+    expect(report.skipped).toBeNull();
+    expect(report.setup.stockDatabase).toBe('mariadb');
+    expect(report.setup.mariadb).toMatch(/^(MariaDB|MySQL) \S+ at /);
+    expect(report.variants.map((v: { variant: string }) => v.variant)).toEqual(['library', 'baseline']);
+    for (const variant of report.variants) {
+      // inventory's stock statements were timed on MariaDB: the database side of the level is not empty.
+      expect(variant.levels[0].database.statements).toBeGreaterThan(0);
+      expect(variant.levels[0].mariadbCpu).not.toBeNull();
+    }
+    expect(await readFile(join(dir, 'overload-chart.svg'), 'utf8')).toMatch(/^<svg/);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}, 150_000);
+
+it('bench:overload names a bad argument and exits 2', async () => {
+  const failed = await promisify(execFile)(process.execPath, [overloadMain, '--database', 'oracle']).catch(
+    (error: { code?: number; stderr?: string }) => error,
+  );
+  expect(failed).toMatchObject({ code: 2 });
+  expect((failed as { stderr: string }).stderr).toMatch(/--database takes postgres or mariadb, not oracle/);
+});

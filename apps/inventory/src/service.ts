@@ -1,12 +1,15 @@
 /**
- * inventory — the last hop of the demo chain (fastify + `@deadline/fastify` + `@deadline/pg`). A stock lookup is a
- * Postgres query that takes as long as the caller asks (`?workMs=`), so "did the work stop?" can be seen on the
- * database itself: with the library the query is cancelled on the server when the request's budget runs out.
+ * inventory — the last hop of the demo chain (fastify + `@deadline/fastify` + `@deadline/pg`, or `@deadline/mysql`
+ * on MariaDB). A stock lookup is a query that takes as long as the caller asks (`?workMs=`), so "did the work
+ * stop?" can be seen on the database itself: with the library the query is cancelled on the server (Postgres) or
+ * killed (MariaDB) when the request's budget runs out.
  */
 import { currentContext, isDeadlineError } from '@deadline/core';
 import fastifyDeadline from '@deadline/fastify';
+import { withDeadline as withMysql } from '@deadline/mysql';
 import { withDeadline } from '@deadline/pg';
 import Fastify from 'fastify';
+import type { Pool as MysqlPool, RowDataPacket } from 'mysql2/promise';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 
@@ -30,14 +33,20 @@ export interface InventoryOptions {
   /** Where to listen. Default: an ephemeral port on loopback. */
   port?: number | undefined;
   host?: string | undefined;
-  /** The pool the stock queries run on (wrapped here with `@deadline/pg`). */
-  pool: pg.Pool;
+  /** The Postgres pool the stock queries run on (wrapped here with `@deadline/pg`), unless `mariadb` is given. */
+  pool?: pg.Pool | undefined;
+  /**
+   * A mysql2 promise pool on MariaDB (or MySQL) to run the stock queries on instead (wrapped here with
+   * `@deadline/mysql`): `SLEEP()` stands for the slow query, and a stopped one is killed on the server.
+   */
+  mariadb?: MysqlPool | undefined;
   logger: Logger;
   /** The budget of a request that brings none (ms). Default 10 000. */
   defaultMs?: number;
   /**
    * Without the library, for the overload benchmark's comparison: no `@deadline/fastify` plugin and the plain
-   * pool (no `@deadline/pg`: no statement_timeout, no cancel). Default false: the library, as the demo runs it.
+   * pool (no `@deadline/pg` or `@deadline/mysql`: no server-side limit, no cancel, no KILL). Default false: the
+   * library, as the demo runs it.
    */
   baseline?: boolean | undefined;
 }
@@ -51,9 +60,7 @@ export interface Inventory {
 
 /** Starts inventory on an ephemeral loopback port. */
 export async function startInventory(options: InventoryOptions): Promise<Inventory> {
-  // `baseline`: plain pool queries, never cancelled.
-  const db: { query(text: string, values: unknown[]): Promise<{ rows: unknown[] }> } =
-    options.baseline === true ? options.pool : withDeadline(options.pool, { name: 'inventory-db' });
+  const stock = stockQuery(options);
   const reports: InventoryReport[] = [];
   const app = Fastify({ loggerInstance: options.logger.child({ service: 'inventory' }), forceCloseConnections: true });
   // `baseline`: no deadline plugin (no budget read, nothing stopped).
@@ -86,12 +93,7 @@ export async function startInventory(options: InventoryOptions): Promise<Invento
       return reply.code(503).send({ error: 'inventory is failing (asked to)' });
     }
     try {
-      // The work is on the database: pg_sleep stands for a slow query, and shows in pg_stat_activity.
-      const { rows } = await db.query(`SELECT $1::text AS sku, 7 AS available FROM pg_sleep($2::float8 / 1000)`, [
-        sku,
-        workMs,
-      ]);
-      return rows[0];
+      return await stock(sku, workMs);
     } catch (error) {
       report.outcome = isDeadlineError(error) ? 'stopped' : 'failed';
       throw error;
@@ -103,4 +105,35 @@ export async function startInventory(options: InventoryOptions): Promise<Invento
 
   const url = await app.listen({ port: options.port ?? 0, host: options.host ?? '127.0.0.1' });
   return { url, reports, close: () => app.close() };
+}
+
+/** A stock lookup on the database the options name: `{ sku, available }` after `workMs` of the database's time. */
+function stockQuery(options: InventoryOptions): (sku: string, workMs: number) => Promise<unknown> {
+  const baseline = options.baseline === true;
+  if (options.mariadb !== undefined) {
+    // `baseline`: the plain pool, never killed.
+    const db = baseline ? options.mariadb : withMysql(options.mariadb, { name: 'inventory-db' });
+    return async (sku, workMs) => {
+      // SLEEP stands for a slow query, and shows in the processlist.
+      const [rows] = await db.query<RowDataPacket[]>(
+        'SELECT ? AS sku, 7 AS available FROM (SELECT SLEEP(? / 1000)) AS work',
+        [sku, workMs],
+      );
+      return rows[0];
+    };
+  }
+  const pool = options.pool;
+  if (pool === undefined) throw new TypeError('inventory needs a database: `pool` (Postgres) or `mariadb`');
+  // `baseline`: plain pool queries, never cancelled.
+  const db: { query(text: string, values: unknown[]): Promise<{ rows: unknown[] }> } = baseline
+    ? pool
+    : withDeadline(pool, { name: 'inventory-db' });
+  return async (sku, workMs) => {
+    // The work is on the database: pg_sleep stands for a slow query, and shows in pg_stat_activity.
+    const { rows } = await db.query('SELECT $1::text AS sku, 7 AS available FROM pg_sleep($2::float8 / 1000)', [
+      sku,
+      workMs,
+    ]);
+    return rows[0];
+  };
 }

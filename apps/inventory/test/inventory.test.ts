@@ -1,13 +1,18 @@
-/** inventory alone, on the loopback Postgres: a stock answer in time; a query cut at its budget, on the server too. */
+/**
+ * inventory alone, on the loopback Postgres or MariaDB: a stock answer in time; a query cut at its budget, on the
+ * server too.
+ */
 import { Writable } from 'node:stream';
+import { createPool } from 'mysql2/promise';
 import pg from 'pg';
 import pino from 'pino';
 import { request } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';
-import { POSTGRES, requireService } from '../../../test/support/services.ts';
+import { MARIADB, POSTGRES, requireService } from '../../../test/support/services.ts';
 import { startInventory } from '../src/service.ts';
 
 const available = await requireService(POSTGRES);
+const onMariadb = await requireService(MARIADB);
 const quiet = pino(new Writable({ write: (_c, _e, done) => done() }));
 
 describe.runIf(available)('inventory', () => {
@@ -30,5 +35,44 @@ describe.runIf(available)('inventory', () => {
     } finally {
       await inventory.close();
     }
+  });
+});
+
+describe.runIf(onMariadb)('inventory on MariaDB', () => {
+  const mariadb = createPool({ uri: MARIADB.url, connectionLimit: 3 });
+  afterAll(() => mariadb.end());
+
+  it('answers in time, and kills its query at the budget it was sent', async () => {
+    const inventory = await startInventory({ mariadb, logger: quiet });
+    try {
+      const ok = await request(`${inventory.url}/stock/a?workMs=10`, { headers: { 'x-request-deadline': '2000' } });
+      expect(ok.statusCode).toBe(200);
+      expect(await ok.body.json()).toEqual({ sku: 'a', available: 7 });
+      // A name of its own: other test files run SLEEPs on the same server at the same time.
+      const sku = `cut-${process.pid}-${Date.now()}`;
+      const cut = await request(`${inventory.url}/stock/${sku}?workMs=3000`, {
+        headers: { 'x-request-deadline': '200' },
+      });
+      expect(cut.statusCode).toBe(504);
+      await cut.body.dump();
+      while (inventory.reports[1]?.endedAt === 0) await new Promise((resolve) => setImmediate(resolve));
+      expect(inventory.reports.map((r) => r.outcome)).toEqual(['finished', 'stopped']);
+      // Killed on the server, well before its 3 s: the KILL lands a few ms after the answer.
+      const running = async () => {
+        const [rows] = await mariadb.query(
+          'SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND INFO NOT LIKE ?',
+          [`%${sku}%SLEEP%`, '%PROCESSLIST%'],
+        );
+        return Number((rows as { n: number }[])[0]?.n);
+      };
+      const limit = performance.now() + 1_500;
+      while ((await running()) > 0) if (performance.now() > limit) throw new Error('the stock query still runs');
+    } finally {
+      await inventory.close();
+    }
+  });
+
+  it('needs a database', async () => {
+    await expect(startInventory({ logger: quiet })).rejects.toThrow(/needs a database/);
   });
 });

@@ -10,6 +10,7 @@ import { currentSignal } from '@deadline/core';
 import { idempotency, pgStore, step } from '@deadline/idempotency';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import type pg from 'pg';
+import { ensureTable } from './tables.js';
 
 /** Where the charges go (created if missing). */
 export const CHARGES_TABLE = 'deadline_demo_charges';
@@ -17,7 +18,8 @@ export const CHARGES_TABLE = 'deadline_demo_charges';
 type Queryable = { query(text: string, values: unknown[]): Promise<{ rows: unknown[] }> };
 
 export async function chargeRoutes(app: Express, db: Queryable, pool: pg.Pool): Promise<void> {
-  await pool.query(
+  await ensureTable(
+    pool,
     `CREATE TABLE IF NOT EXISTS ${CHARGES_TABLE} (id serial PRIMARY KEY, order_id int NOT NULL, amount_cents int NOT NULL)`,
   );
   const stalled = new Set<number>();

@@ -32,6 +32,7 @@ import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { chargeRoutes } from './charges.js';
+import { ensureTable } from './tables.js';
 
 export { CHARGES_TABLE } from './charges.js';
 
@@ -74,7 +75,8 @@ export async function startOrders(options: OrdersOptions): Promise<Orders> {
   const cache = options.redis === undefined ? undefined : withRedis(options.redis, { name: 'orders-cache' });
   const breakers = createBreakers({ logger: options.logger, ...options.breaker });
   const fetch = createFetch({ circuitBreaker: breakers, marginMs: 5 });
-  await options.pool.query(
+  await ensureTable(
+    options.pool,
     `CREATE TABLE IF NOT EXISTS ${AUDIT_TABLE} (trace_id text, order_id int, kind text, at timestamptz DEFAULT now())`,
   );
 
