@@ -44,7 +44,11 @@ export async function runDemo(
   const progress = options.progress ?? (() => {});
   progress(process.env.DATABASE_URL === undefined ? 'starting an embedded PostgreSQL…' : 'connecting to PostgreSQL…');
   const env = await prepareEnvironment();
-  const chain = await startChain(env);
+  progress('starting the chain (gateway → orders → inventory)…');
+  const chain = await startChain(env).catch(async (error: unknown) => {
+    await env.close();
+    throw error;
+  });
   try {
     const ctx: ScenarioContext = { env, chain, quick: options.quick ?? false };
     progress('warming the chain up (every database connection, each request path)…');

@@ -3,10 +3,12 @@
  * inventory (fastify) on Postgres, Redis and BullMQ — and what the one request budget changes, measured now:
  * seven tables, one trace's waterfall, and `demo-report.html` with the same as SVG.
  */
+import { writeFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { type DemoResult, runDemo } from './demo.js';
+import { describeFailure, failureDetails } from './failure.js';
 import { renderHtmlReport } from './report/html.js';
 import { renderTableText } from './report/table.js';
 import { renderWaterfallText, waterfallFor } from './report/waterfall.js';
@@ -14,11 +16,40 @@ import { SetupError } from './setup-error.js';
 
 const quick = process.argv.includes('--quick');
 const tty = process.stderr.isTTY === true;
+/** The step the demo is at (its last progress line): a failure names it. */
+let step = 'starting';
 const progress = (line: string) => {
+  step = line.replace(/…$/, '');
   // One line, rewritten in place on a terminal; plain lines otherwise (CI logs).
   if (tty) process.stderr.write(`\r\x1b[2K${line}`);
   else process.stderr.write(`${line}\n`);
 };
+// npm sets INIT_CWD to where `npm run demo` was typed: the report (and a failure's details) land there.
+const outputDir = process.env.INIT_CWD ?? process.cwd();
+
+/**
+ * Any failure ends the demo with one line saying why, exit code 1: a SetupError's own message (the machine's
+ * problem, no stack), else the step it was at and the error with its causes; the stack goes to demo-error.log.
+ */
+function fail(error: unknown): never {
+  if (tty) process.stderr.write('\r\x1b[2K');
+  if (error instanceof SetupError) {
+    console.error(`demo: ${error.message}`);
+  } else {
+    const details = join(outputDir, 'demo-error.log');
+    let where = ` (stack: ${details})`;
+    try {
+      writeFileSync(details, failureDetails(error));
+    } catch {
+      where = '';
+    }
+    console.error(`demo: failed at "${step}": ${describeFailure(error)}${where}`);
+  }
+  process.exit(1);
+}
+// An error no step caught (a service's socket, a timer) ends the demo the same way, not with Node's stack dump.
+process.on('uncaughtException', fail);
+process.on('unhandledRejection', fail);
 
 // Ctrl-C or a kill: exit through 'exit', whose handlers stop the embedded PostgreSQL and remove its files.
 for (const [signal, code] of [
@@ -34,11 +65,7 @@ let result: DemoResult;
 try {
   result = await runDemo({ quick, progress });
 } catch (error) {
-  if (!(error instanceof SetupError)) throw error;
-  // The machine's problem, not the demo's: why and what to do, in one line.
-  if (tty) process.stderr.write('\r\x1b[2K');
-  console.error(`demo: ${error.message}`);
-  process.exit(1);
+  fail(error);
 }
 if (tty) process.stderr.write('\r\x1b[2K');
 
@@ -63,7 +90,6 @@ const html = renderHtmlReport({
   waterfall: spans,
   traceId: result.traceId,
 });
-// npm sets INIT_CWD to where `npm run demo` was typed: the report lands there, not in apps/demo.
-const reportPath = join(process.env.INIT_CWD ?? process.cwd(), 'demo-report.html');
+const reportPath = join(outputDir, 'demo-report.html');
 await writeFile(reportPath, html);
 console.log(`\nReport: ${reportPath}  (${((performance.now() - started) / 1000).toFixed(1)} s)`);

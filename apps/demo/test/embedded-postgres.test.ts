@@ -1,15 +1,18 @@
 /**
  * The demo's own PostgreSQL (no DATABASE_URL): it starts from the npm package's binaries and is removed; when it
- * cannot start, or a given server does not answer, the demo says why in one line, with no stack, and exits 1.
+ * cannot start, or a given server does not answer, the demo says why in one line, with no stack, and exits 1 — as
+ * it does for any other failure, naming the step it was at.
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, lstat, mkdir, mkdtemp, readdir, readlink, rm, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { POSTGRES, requireService } from '../../../test/support/services.ts';
 import { prepareEnvironment } from '../src/environment.ts';
 import { startEmbeddedPostgres } from '../src/postgres/server.ts';
 import { stageTree } from '../src/postgres/stage.ts';
@@ -109,6 +112,36 @@ describe('the embedded PostgreSQL (no DATABASE_URL)', () => {
     expect(message).not.toContain('secret');
   }, 60_000);
 });
+
+describe.runIf(await requireService(POSTGRES))(
+  'npm run demo on a PostgreSQL where it may not create its tables',
+  () => {
+    it('one line naming the step and the error (no stack; the stack in demo-error.log), exit code 1', async () => {
+      // From PostgreSQL 15 on, only the database's owner creates in the public schema: a role of its own, no grant.
+      const admin = new pg.Client({ connectionString: POSTGRES.url });
+      await admin.connect();
+      try {
+        await admin.query(
+          "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'deadline_demo_reader') THEN CREATE ROLE deadline_demo_reader LOGIN; END IF; END $$",
+        );
+      } finally {
+        await admin.end();
+      }
+      const url = new URL(POSTGRES.url);
+      url.username = 'deadline_demo_reader';
+      url.password = '';
+      const cwd = await mkdtemp(join(scratch, 'run-'));
+      const { code, stderr } = await runDemo({ DATABASE_URL: url.toString(), INIT_CWD: cwd });
+      expect(code).toBe(1);
+      expect(lastWords(stderr)).toMatch(
+        /^demo: failed at "starting the chain \(gateway → orders → inventory\)": error: permission denied for schema public \[42501\] \(stack: .*demo-error\.log\)$/,
+      );
+      expect(await readFile(join(cwd, 'demo-error.log'), 'utf8')).toMatch(
+        /permission denied for schema public\n\s+at /,
+      );
+    }, 60_000);
+  },
+);
 
 describe('the copy of the binaries another account runs (running as root from a private directory)', () => {
   it('is readable and runnable by anyone, with the symlinks the package lists even where its script did not run', async () => {
