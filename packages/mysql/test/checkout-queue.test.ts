@@ -125,6 +125,38 @@ describe.runIf(available)('@deadline/mysql checkout order (MariaDB, mysql2 pool)
     expect(lists(pool)).toMatchObject({ waiting: 0, open: 1 });
   });
 
+  it('the connection a statement holds is killed on the server (KILL CONNECTION): the waiter behind it is served on a new one', async () => {
+    const pool = newPool(1);
+    const db = withDeadline(pool);
+    const admin = createPool(serverOptions({ connectionLimit: 1 }));
+    pools.push(admin);
+    try {
+      await db.query('SELECT 1');
+      const [[held]] = await pool.query<(RowDataPacket & { id: number })[]>('SELECT CONNECTION_ID() AS id');
+      const holder = runWithDeadline(10_000, () => db.query('SELECT SLEEP(5)')).catch((e: unknown) => e);
+      const waiter = runWithDeadline(10_000, () => db.query<(RowDataPacket & { n: number })[]>('SELECT 4 AS n'));
+      // The SLEEP runs on that connection, on the server: the waiter is queued behind it.
+      const sleeping = async () => {
+        const [rows] = await admin.query<RowDataPacket[]>(
+          "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO LIKE '%SLEEP(5)%'",
+          [Number(held?.id)],
+        );
+        return Number(rows[0]?.n) === 1;
+      };
+      while (!(await sleeping()));
+      const started = performance.now();
+      await admin.query(`KILL CONNECTION ${Number(held?.id)}`);
+      expect(await holder).toBeInstanceOf(Error);
+      expect((await waiter)[0][0]?.n).toBe(4);
+      // Served once the dead connection was given back (destroyed), not at its own deadline nor after the SLEEP.
+      expect(performance.now() - started).toBeLessThan(3_000);
+      expect(lists(pool)).toMatchObject({ waiting: 0, open: 1 });
+    } finally {
+      await admin.end();
+      pools.splice(pools.indexOf(admin), 1);
+    }
+  });
+
   it('200 statements on a pool of 3: every one served, never more than 3 connections, nothing left waiting', async () => {
     const pool = newPool(3);
     const db = withDeadline(pool);
