@@ -331,10 +331,11 @@ function machineTicks(): { busy: number; total: number } | undefined {
 }
 
 /**
- * CPU time of every process named `name` (ticks), their reaped children included (for `postgres`: the backends
- * that served CancelRequests, for one; `mariadbd` is one process, its threads included); undefined without /proc.
+ * CPU time of every process with one of `names` (ticks), their reaped children included (for `postgres`: the
+ * backends that served CancelRequests, for one; MariaDB is one process, its threads included); undefined without
+ * /proc.
  */
-function processTicks(name: string): number | undefined {
+function processTicks(...names: string[]): number | undefined {
   try {
     let ticks = 0;
     for (const pid of readdirSync('/proc')) {
@@ -345,7 +346,7 @@ function processTicks(name: string): number | undefined {
       } catch {
         continue;
       }
-      if (!stat.includes(`(${name})`)) continue;
+      if (!names.some((name) => stat.includes(`(${name})`))) continue;
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
     }
@@ -372,7 +373,8 @@ async function meter(chain: ChainProcess): Promise<Meter> {
     runner: process.cpuUsage(),
     machine: machineTicks(),
     postgres: processTicks('postgres'),
-    mariadb: chain.options.stockDatabase === 'mariadb' ? processTicks('mariadbd') : undefined,
+    // The server's process is `mariadbd` from MariaDB 10.5 on, `mysqld` before (and for MySQL).
+    mariadb: chain.options.stockDatabase === 'mariadb' ? processTicks('mariadbd', 'mysqld') : undefined,
   };
 }
 

@@ -7,9 +7,9 @@
  * is handed to the next waiter by letting it ask the pool.
  *
  * The pool's own queue (mysql2's, pg-pool's) serves in arrival order and keeps a waiter until the pool's own
- * timeout, whatever the waiter's deadline: under overload every connection goes to the request with the least
- * time left. This is the driver-independent half; each database adapter says how many connections its pool has
- * free and when one may have come free.
+ * timeout, if it has one, whatever the waiter's deadline: under overload every connection goes to the request
+ * with the least time left. This is the driver-independent half; each database adapter says how many connections
+ * its pool has free and when one may have come free.
  */
 import type { OutgoingCall } from './call.js';
 import { unpatched } from './unpatched.js';
@@ -29,11 +29,6 @@ export class CheckoutQueue {
   /** `unclaimed`: how many connections the pool could hand out now without queueing anyone. */
   constructor(unclaimed: () => number) {
     this.#unclaimed = unclaimed;
-  }
-
-  /** How many wait here. */
-  get waiting(): number {
-    return this.#queue.size;
   }
 
   /**
