@@ -1,0 +1,94 @@
+/**
+ * Did the service come back after a fault, and how fast: its goodput (answers in time, per second) after the fault
+ * cleared, against its goodput before the fault began. And did the requests that had enough budget keep their
+ * latency: their p99 before the faults against after.
+ */
+
+/** One request of the soak's load, as its client saw it (times in ms on one clock). */
+export interface LoadRecord {
+  sentAt: number;
+  /** When it was answered, or given up on. */
+  doneAt: number;
+  /** Answered in time with a success. */
+  ok: boolean;
+  /** Sent with a budget the work fits in (not one of the load's budgets too small to finish). */
+  enoughBudget: boolean;
+}
+
+/** A fault's span on the same clock. */
+export interface FaultSpan {
+  startedAt: number;
+  clearedAt: number;
+}
+
+export interface RecoveryOptions {
+  /** The share of the goodput before the fault that counts as back. Default 0.9. */
+  share?: number;
+  /** Goodput is counted in buckets this long. Default 500 ms. */
+  bucketMs?: number;
+  /** The goodput before the fault is read over this long before it began. Default 10 s. */
+  beforeMs?: number;
+  /** Back means back for this long: every bucket in it at the share or more. Default 1 s. */
+  holdMs?: number;
+}
+
+/**
+ * How long after `fault` cleared the goodput was back to `share` of its level before the fault (ms), or `null` when
+ * it never was within the records (or there was no goodput before the fault to compare with).
+ *
+ * @example
+ * ```ts
+ * const ms = recoveryMs(records, { startedAt: 60_000, clearedAt: 90_000 });
+ * if (ms === null || ms > 2_000) console.log('not back within 2 s');
+ * ```
+ */
+export function recoveryMs(
+  records: readonly LoadRecord[],
+  fault: FaultSpan,
+  options: RecoveryOptions = {},
+): number | null {
+  const share = options.share ?? 0.9;
+  const bucketMs = options.bucketMs ?? 500;
+  const beforeMs = options.beforeMs ?? 10_000;
+  const holdMs = options.holdMs ?? 1_000;
+  const before = okPerSecond(records, fault.startedAt - beforeMs, fault.startedAt);
+  if (!(before > 0)) return null;
+  const last = Math.max(...records.map((r) => r.doneAt));
+  const buckets = Math.ceil(holdMs / bucketMs);
+  for (let from = fault.clearedAt; from + buckets * bucketMs <= last; from += bucketMs) {
+    let held = true;
+    for (let i = 0; i < buckets && held; i++) {
+      const start = from + i * bucketMs;
+      held = okPerSecond(records, start, start + bucketMs) >= share * before;
+    }
+    if (held) return from - fault.clearedAt;
+  }
+  return null;
+}
+
+/** Answers in time per second among the records done in [from, to). */
+export function okPerSecond(records: readonly LoadRecord[], from: number, to: number): number {
+  if (!(to > from)) return 0;
+  let ok = 0;
+  for (const r of records) if (r.ok && r.doneAt >= from && r.doneAt < to) ok++;
+  return ok / ((to - from) / 1000);
+}
+
+/**
+ * The p99 latency (ms) of the requests sent in [from, to) with enough budget and answered in time; `null` when there
+ * are none.
+ *
+ * @example
+ * ```ts
+ * const before = p99WithEnoughBudget(records, 0, firstFaultAt);
+ * const after = p99WithEnoughBudget(records, lastFaultClearedAt + 10_000, end);
+ * ```
+ */
+export function p99WithEnoughBudget(records: readonly LoadRecord[], from: number, to: number): number | null {
+  const latencies = records
+    .filter((r) => r.enoughBudget && r.ok && r.sentAt >= from && r.sentAt < to)
+    .map((r) => r.doneAt - r.sentAt)
+    .sort((a, b) => a - b);
+  if (latencies.length === 0) return null;
+  return latencies[Math.min(latencies.length - 1, Math.ceil(0.99 * latencies.length) - 1)] as number;
+}
