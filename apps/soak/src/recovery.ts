@@ -53,7 +53,9 @@ export function recoveryMs(
   const holdMs = options.holdMs ?? 1_000;
   const before = okPerSecond(records, fault.startedAt - beforeMs, fault.startedAt);
   if (!(before > 0)) return null;
-  const last = Math.max(...records.map((r) => r.doneAt));
+  // A loop, not a spread: a soak's records run to tens of thousands, past what a call's arguments may hold.
+  let last = Number.NEGATIVE_INFINITY;
+  for (const r of records) if (r.doneAt > last) last = r.doneAt;
   const buckets = Math.ceil(holdMs / bucketMs);
   for (let from = fault.clearedAt; from + buckets * bucketMs <= last; from += bucketMs) {
     let held = true;
