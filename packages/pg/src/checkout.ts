@@ -5,6 +5,7 @@
 
 import type { CheckoutQueue } from '@deadline/core/internal';
 import { type OutgoingCall, outsideContext, unpatched } from '@deadline/core/internal';
+import { endArrival, holdOnArrival } from './held-connection.js';
 import type { PgPoolClientLike, PgPoolLike } from './with-deadline.js';
 
 /**
@@ -19,11 +20,42 @@ export function checkoutFrom(
 ): Promise<PgPoolClientLike> {
   const connected =
     queue !== undefined
-      ? queue.checkout(call, () => pool.connect(), releaseLate)
-      : call.race(() => unpatched(() => pool.connect()), releaseLate);
+      ? queue.checkout(call, () => connectHeld(pool), releaseLate)
+      : call.race(() => unpatched(() => connectHeld(pool)), releaseLate);
   return connected.catch((error: unknown) => {
     call.end(error);
     throw error;
+  });
+}
+
+/** pg-pool's `connect(callback)`; also the promise form, which a pool of the app's own may offer alone. */
+type ConnectWithCallback = (callback: (error: Error | undefined, client: PgPoolClientLike) => void) => unknown;
+
+/**
+ * `pool.connect()`, the connection held from the moment pg-pool hands it over (see `holdOnArrival`): by
+ * callback, where the pool takes one (pg-pool's `connect` declares it); a promise's continuation would come too
+ * late. Its release lets go of that hold (pg-pool's own listener is back on by then); pg-pool sets a new
+ * `release` at every checkout, so the wrapper is for this one only.
+ */
+function connectHeld(pool: PgPoolLike): Promise<PgPoolClientLike> {
+  if (pool.connect.length === 0) return pool.connect();
+  return new Promise((resolve, reject) => {
+    (pool.connect as unknown as ConnectWithCallback).call(pool, (error, client) => {
+      if (error !== undefined && error !== null) {
+        reject(error);
+        return;
+      }
+      holdOnArrival(client);
+      const release = client.release;
+      client.release = function releaseHeld(this: PgPoolClientLike, ...args: Parameters<typeof release>) {
+        try {
+          return release.apply(this, args);
+        } finally {
+          endArrival(client);
+        }
+      };
+      resolve(client);
+    });
   });
 }
 

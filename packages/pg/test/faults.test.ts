@@ -7,6 +7,8 @@
  */
 import { execFile } from 'node:child_process';
 import diagnostics from 'node:diagnostics_channel';
+import { once } from 'node:events';
+import { type AddressInfo, connect, createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { CancelledError, createContext, runWithDeadline } from '@deadline/core';
@@ -214,6 +216,56 @@ describe.runIf(available)('the server goes away: pg_terminate_backend (shared se
       );
       expect(rows.map((row) => row.pid)).not.toContain(pids[0]);
       expect(poolErrors.filter((error) => !isClear(error)).map(explain)).toEqual([]);
+    });
+  });
+
+  it('a new connection whose ReadyForQuery and FATAL arrive in one chunk: the process lives, the call fails clearly', async () => {
+    // The soak's PostgreSQL restart (3 runs of 6 at 184 requests/s): a connection finished starting up as the server shut down,
+    // and both messages were parsed in one go, before any promise continuation could listen. A proxy holds the
+    // server's bytes of the new connection until its backend is terminated, then hands them over in one write.
+    await expectProcessLives(async () => {
+      const url = new URL(POSTGRES.url);
+      const server = { port: Number(url.port || 5432), host: url.hostname };
+      let holdNext = true;
+      const proxy = createServer((from) => {
+        const to = connect(server.port, server.host);
+        const held: Buffer[] = [];
+        // The first connection only: those after it pass as they come.
+        let holding = holdNext;
+        holdNext = false;
+        to.on('data', (chunk: Buffer) => (holding ? held.push(chunk) : from.write(chunk)));
+        from.on('data', (chunk: Buffer) => to.write(chunk));
+        to.on('end', () => {
+          holding = false;
+          if (held.length > 0) from.write(Buffer.concat(held.splice(0)));
+          from.end();
+        });
+        from.on('error', () => to.destroy());
+        to.on('error', () => from.destroy());
+        from.on('close', () => to.destroy());
+      });
+      proxy.listen(0, '127.0.0.1');
+      await once(proxy, 'listening');
+      try {
+        url.host = `127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+        const { pool, name, poolErrors } = faultPool(url.href, 2);
+        pools.push(pool);
+        const db = withDeadline(pool);
+        const call = runWithDeadline(5_000, () => db.query('SELECT 1')).catch((e: unknown) => e);
+        // Its backend exists (startup answered, held at the proxy); terminate it: its FATAL joins the held bytes.
+        const until = performance.now() + 10_000;
+        while ((await terminateAll(monitor, name)).length === 0 && performance.now() < until) {
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        const error = await call;
+        console.log(`ReadyForQuery and FATAL in one chunk: the call failed with ${explain(error)}`);
+        expect(isClear(error)).toBe(true);
+        expect(poolErrors.filter((e) => !isClear(e)).map(explain)).toEqual([]);
+        // The pool serves on.
+        expect((await runWithDeadline(5_000, () => db.query('SELECT 1 AS n'))).rows).toEqual([{ n: 1 }]);
+      } finally {
+        proxy.close();
+      }
     });
   });
 
