@@ -131,6 +131,7 @@ export class IdempotentRequest {
     this.#state = FINISHED;
     this.context.end({ cancel: false });
     try {
+      await this.#stepsSettled();
       if (response === undefined || stopped || !this.#options.storeStatus(response.status)) {
         await this.#write(() => this.#store.release(this.scope, this.#token));
       } else {
@@ -144,6 +145,26 @@ export class IdempotentRequest {
       });
     } finally {
       wake(this.scope);
+    }
+  }
+
+  /**
+   * Waits for the steps still running — a request cut at its deadline whose step finishes a moment after the 504
+   * (work that does not stop at the signal, a statement that completed as its cancel was sent) — to be recorded
+   * (or to fail), and only then lets the key go: a retry sent at once, as the soak's clients send theirs, would
+   * otherwise take it over without the step and run it again. No longer than the lock's grace: a step that
+   * outruns it would lose the key to a retry anyway.
+   */
+  async #stepsSettled(): Promise<void> {
+    if (this.#running.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const graceOver = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.#options.lockGraceMs);
+    });
+    try {
+      await Promise.race([Promise.allSettled([...this.#running.values()]), graceOver]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

@@ -218,6 +218,32 @@ describe.runIf(available).each(combos)('%s store, %s', (storeName, host) => {
     expect(attempts).toBe(2);
   });
 
+  it('cut while its step was still running: the key passes only once the step is recorded, and a retry does not run it again', async () => {
+    // The soak's finding: a charge (an INSERT) still running at the deadline commits a moment after the 504; a
+    // retry sent at once used to take the key over before the step's result was recorded, and charged again.
+    let charges = 0;
+    const stepEnds = deferred();
+    const url = await start(async () => {
+      const charge = await step('charge', async () => {
+        const id = `ch_${++charges}`;
+        // Does not honour the signal: it finishes when it finishes, as a statement the cancel reached too late.
+        if (charges === 1) await stepEnds.promise;
+        return { id };
+      });
+      return { status: 201, body: { charge: charge.id } };
+    });
+    const key = newKey();
+    const first = await send(url, { key, body: { amount: 7 }, budgetMs: 300 });
+    expect(first.status).toBe(504);
+    // Sent at once, while the first attempt's step is still running; the step ends while the retry waits.
+    const retry = send(url, { key, body: { amount: 7 }, budgetMs: 5_000 });
+    setTimeout(() => stepEnds.resolve(), 200);
+    const answer = await retry;
+    expect(answer.status).toBe(201);
+    expect(answer.body).toEqual({ charge: 'ch_1' });
+    expect(charges).toBe(1);
+  });
+
   it('a request that ran past its lock and lost the key does not overwrite the new owner’s result', async () => {
     const firstGoes = deferred();
     const firstStarted = deferred();
