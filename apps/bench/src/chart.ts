@@ -3,40 +3,13 @@
  * work (right axis, % of the database's busy time) against the load (× capacity), with the library and without.
  */
 import type { OverloadReport } from './overload.js';
+import { escapeXml, fixed, niceScale, svgText as text } from './svg.js';
 
 const WIDTH = 760;
 const HEIGHT = 480;
 const MARGIN = { top: 96, right: 70, bottom: 58, left: 70 };
 const COLORS = { library: '#1f6feb', baseline: '#d9480f' } as const;
 const LABELS = { library: 'with the library', baseline: 'fixed timeouts only' } as const;
-
-const escapeXml = (text: string) =>
-  text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
-const fixed = (x: number) => (Math.round(x * 10) / 10).toString();
-
-/** A round axis maximum at or above `x`, and a tick step that divides it into 4–6 parts. */
-function niceScale(x: number): { max: number; step: number } {
-  if (!(x > 0)) return { max: 1, step: 0.2 };
-  const magnitude = 10 ** Math.floor(Math.log10(x));
-  const steps: [number, number][] = [
-    [1, 0.2],
-    [1.5, 0.3],
-    [2, 0.4],
-    [2.5, 0.5],
-    [3, 0.5],
-    [4, 1],
-    [5, 1],
-    [6, 1],
-    [8, 2],
-    [10, 2],
-  ];
-  for (const [m, step] of steps) if (m * magnitude >= x) return { max: m * magnitude, step: step * magnitude };
-  return { max: 10 * magnitude, step: 2 * magnitude };
-}
-
-function text(x: number, y: number, content: string, attributes = ''): string {
-  return `<text x="${fixed(x)}" y="${fixed(y)}" ${attributes}>${escapeXml(content)}</text>`;
-}
 
 /** Renders the report as a standalone SVG document. */
 export function renderOverloadChart(report: OverloadReport): string {

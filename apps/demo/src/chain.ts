@@ -13,6 +13,7 @@ import { deadlineMixin, logCalls } from '@deadline/pino';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import pino from 'pino';
+import { DEMO_BREAKER } from './breaker.js';
 import type { Environment } from './environment.js';
 
 export interface Chain {
@@ -30,8 +31,7 @@ export interface Chain {
   close(): Promise<void>;
 }
 
-/** A breaker that opens after 5 failures of 10 calls and probes again after a second: demo-sized. */
-export const DEMO_BREAKER = { minimumCalls: 5, failureThreshold: 5, cooldownMs: 1_000, successesToClose: 2 };
+export { DEMO_BREAKER } from './breaker.js';
 
 export async function startChain(env: Environment): Promise<Chain> {
   const lines: Record<string, unknown>[] = [];

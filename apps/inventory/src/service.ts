@@ -37,9 +37,15 @@ export interface InventoryOptions {
   pool?: pg.Pool | undefined;
   /**
    * A mysql2 promise pool on MariaDB (or MySQL) to run the stock queries on instead (wrapped here with
-   * `@deadline/mysql`): `SLEEP()` stands for the slow query, and a stopped one is killed on the server.
+   * `@deadline/mysql`): `SLEEP()` stands for the slow query, and a stopped one is killed on the server. With both
+   * `pool` and `mariadb`, a request chooses with `?db=mariadb` (Postgres otherwise).
    */
   mariadb?: MysqlPool | undefined;
+  /**
+   * Keep a report of every request in `reports` (the demo reads them back). Default true; false for a service
+   * that runs for hours (the soak), where a list that grows with every request would be the leak it looks for.
+   */
+  keepReports?: boolean | undefined;
   logger: Logger;
   /** The budget of a request that brings none (ms). Default 10 000. */
   defaultMs?: number;
@@ -60,7 +66,11 @@ export interface Inventory {
 
 /** Starts inventory on an ephemeral loopback port. */
 export async function startInventory(options: InventoryOptions): Promise<Inventory> {
-  const stock = stockQuery(options);
+  if (options.pool === undefined && options.mariadb === undefined) {
+    throw new TypeError('inventory needs a database: `pool` (Postgres) or `mariadb`');
+  }
+  const postgres = options.pool === undefined ? undefined : stockQuery({ ...options, mariadb: undefined });
+  const mariadb = options.mariadb === undefined ? undefined : stockQuery(options);
   const reports: InventoryReport[] = [];
   const app = Fastify({ loggerInstance: options.logger.child({ service: 'inventory' }), forceCloseConnections: true });
   // `baseline`: no deadline plugin (no budget read, nothing stopped).
@@ -74,7 +84,7 @@ export async function startInventory(options: InventoryOptions): Promise<Invento
 
   app.get('/stock/:sku', async (request, reply) => {
     const { sku } = request.params as { sku: string };
-    const query = request.query as { workMs?: string; fail?: string; rid?: string };
+    const query = request.query as { workMs?: string; fail?: string; rid?: string; db?: string };
     const workMs = Math.min(Math.max(Number(query.workMs ?? 20) || 0, 0), 30_000);
     const started = performance.now();
     const report: InventoryReport = {
@@ -86,13 +96,14 @@ export async function startInventory(options: InventoryOptions): Promise<Invento
       workedMs: 0,
       endedAt: 0,
     };
-    reports.push(report);
+    if (options.keepReports !== false) reports.push(report);
     if (query.fail === '1') {
       report.outcome = 'failed';
       report.endedAt = performance.now();
       return reply.code(503).send({ error: 'inventory is failing (asked to)' });
     }
     try {
+      const stock = ((query.db === 'mariadb' ? mariadb : postgres) ?? mariadb ?? postgres) as StockQuery;
       return await stock(sku, workMs);
     } catch (error) {
       report.outcome = isDeadlineError(error) ? 'stopped' : 'failed';
@@ -108,7 +119,9 @@ export async function startInventory(options: InventoryOptions): Promise<Invento
 }
 
 /** A stock lookup on the database the options name: `{ sku, available }` after `workMs` of the database's time. */
-function stockQuery(options: InventoryOptions): (sku: string, workMs: number) => Promise<unknown> {
+type StockQuery = (sku: string, workMs: number) => Promise<unknown>;
+
+function stockQuery(options: InventoryOptions): StockQuery {
   const baseline = options.baseline === true;
   if (options.mariadb !== undefined) {
     // `baseline`: the plain pool, never killed.

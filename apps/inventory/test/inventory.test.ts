@@ -73,6 +73,35 @@ describe.runIf(onMariadb)('inventory on MariaDB', () => {
     }
   });
 
+  it.runIf(available)('with both databases, ?db=mariadb chooses MariaDB; keepReports: false keeps none', async () => {
+    // Fresh pools: which of them opened a connection tells where each query ran.
+    const pool = new pg.Pool({ connectionString: POSTGRES.url, max: 2 });
+    const both = createPool({ uri: MARIADB.url, connectionLimit: 2 });
+    const opened = () => ({
+      postgres: pool.totalCount,
+      mariadb: (both as unknown as { pool: { _allConnections: { length: number } } }).pool._allConnections.length,
+    });
+    const inventory = await startInventory({ pool, mariadb: both, logger: quiet, keepReports: false });
+    try {
+      const ask = async (query: string) => {
+        const answer = await request(`${inventory.url}/stock/s?workMs=5${query}`, {
+          headers: { 'x-request-deadline': '2000' },
+        });
+        expect(answer.statusCode).toBe(200);
+        expect(await answer.body.json()).toEqual({ sku: 's', available: 7 });
+      };
+      await ask('&db=mariadb');
+      expect(opened()).toEqual({ postgres: 0, mariadb: 1 });
+      await ask('');
+      expect(opened()).toEqual({ postgres: 1, mariadb: 1 });
+      expect(inventory.reports).toEqual([]);
+    } finally {
+      await inventory.close();
+      await pool.end();
+      await both.end();
+    }
+  });
+
   it('needs a database', async () => {
     await expect(startInventory({ logger: quiet })).rejects.toThrow(/needs a database/);
   });

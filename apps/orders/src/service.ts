@@ -12,6 +12,7 @@
  * - `audit=detached|attached`: the audit insert (500 ms) escapes the request, or dies with it.
  * - `inventory=detached`: the inventory call itself escapes the request (its own 5 s budget).
  * - `rid`: passed on to inventory, so the demo can match what inventory did even where no trace travels.
+ * - `db=mariadb`: passed on to inventory, which then runs its stock query on MariaDB (when it has both).
  *
  * And `POST /charges` (charges.ts): a side effect made safe to retry with an `Idempotency-Key`.
  */
@@ -98,7 +99,8 @@ export async function startOrders(options: OrdersOptions): Promise<Orders> {
       const cached = await cache?.get(`order:${id}`);
       const { rows } = await db.query('SELECT $1::int AS id, now() AS read_at', [id]);
 
-      const stockUrl = `${options.inventoryUrl}/stock/sku-${id}?workMs=${Number(q.workMs) || 20}${q.fail === '1' ? '&fail=1' : ''}${q.rid === undefined ? '' : `&rid=${encodeURIComponent(q.rid)}`}`;
+      const passOn = (name: 'rid' | 'db') => (q[name] === undefined ? '' : `&${name}=${encodeURIComponent(q[name])}`);
+      const stockUrl = `${options.inventoryUrl}/stock/sku-${id}?workMs=${Number(q.workMs) || 20}${q.fail === '1' ? '&fail=1' : ''}${passOn('rid')}${passOn('db')}`;
       const traceId = req.deadline?.context.trace?.traceId;
       audit(q.audit, traceId, id);
 

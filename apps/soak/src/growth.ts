@@ -10,6 +10,8 @@ import type { ProcessSample } from './process-probe.js';
 export interface Growth {
   heapBytes: number;
   rssBytes: number;
+  /** The RSS less what the young generation had committed (see `ProcessSample.youngBytes`). */
+  rssOutsideYoungBytes: number;
   /** Per resource type seen in either window: the last window's median count minus the first's. */
   resources: Record<string, number>;
   /** How many samples each window held. */
@@ -44,12 +46,23 @@ export function growthOf(samples: readonly ProcessSample[], windowMs: number): G
   return {
     heapBytes: median(last.map((s) => s.heapBytes)) - median(first.map((s) => s.heapBytes)),
     rssBytes: median(last.map((s) => s.rssBytes)) - median(first.map((s) => s.rssBytes)),
+    rssOutsideYoungBytes:
+      median(last.map((s) => s.rssBytes - s.youngBytes)) - median(first.map((s) => s.rssBytes - s.youngBytes)),
     resources,
     samples: { first: first.length, last: last.length },
   };
 }
 
-function median(values: number[]): number {
+/**
+ * The median of `values` (the mean of the middle two for an even count); NaN for none.
+ *
+ * @example
+ * ```ts
+ * median([3, 1, 40, 2]); // 2.5
+ * ```
+ */
+export function median(values: number[]): number {
+  if (values.length === 0) return Number.NaN;
   const sorted = [...values].sort((a, b) => a - b);
   const middle = sorted.length >> 1;
   return sorted.length % 2 === 1

@@ -11,6 +11,9 @@ describe('sampleProcess', () => {
       expect(sample.rssBytes).toBeGreaterThan(sample.heapBytes);
       expect(sample.heapBytes).toBeGreaterThan(0);
       expect(sample.resources.Timeout).toBeGreaterThanOrEqual(3);
+      // The young generation's committed space: part of the RSS, never all of it.
+      expect(sample.youngBytes).toBeGreaterThan(0);
+      expect(sample.youngBytes).toBeLessThan(sample.rssBytes);
     } finally {
       for (const timer of timers) clearTimeout(timer);
     }
@@ -30,6 +33,7 @@ describe('growthOf', () => {
   const at = (seconds: number, heapMb: number, sockets: number): ProcessSample => ({
     at: seconds * 1000,
     rssBytes: (heapMb + 40) * 2 ** 20,
+    youngBytes: 16 * 2 ** 20,
     heapBytes: heapMb * 2 ** 20,
     resources: { TCPSocketWrap: sockets, ...(seconds > 500 ? { Timeout: 1 } : {}) },
   });
@@ -38,6 +42,11 @@ describe('growthOf', () => {
     // Ten minutes, a sample every 10 s: flat with one burst in the last minute.
     const flat = Array.from({ length: 61 }, (_, i) => at(i * 10, 20, i === 58 ? 40 : 4));
     expect(growthOf(flat, 60_000)).toMatchObject({ heapBytes: 0, rssBytes: 0, resources: { TCPSocketWrap: 0 } });
+    // The young generation grown from 16 to 48 MB in the last minute: the RSS with it, not the RSS outside it.
+    const younger = flat.map((s) =>
+      s.at > 540_000 ? { ...s, youngBytes: 48 * 2 ** 20, rssBytes: s.rssBytes + 32 * 2 ** 20 } : s,
+    );
+    expect(growthOf(younger, 60_000)).toMatchObject({ rssBytes: 32 * 2 ** 20, rssOutsideYoungBytes: 0 });
     // One socket and 0.1 MB more per sample: a leak.
     const leaking = Array.from({ length: 61 }, (_, i) => at(i * 10, 20 + i / 10, 4 + i));
     const growth = growthOf(leaking, 60_000);

@@ -25,6 +25,11 @@ export interface EmbeddedServer {
   version: string;
   /** The account it runs as, when not this process's own (running as root). */
   account: string | undefined;
+  /**
+   * Stops the server (a fast shutdown: every session ended) and starts it again on the same port and data, as a
+   * database restarted under its clients; resolves once it accepts connections again.
+   */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -55,12 +60,17 @@ export async function startEmbeddedPostgres(options: { port?: number } = {}): Pr
     const data = join(dir, 'data');
     const password = randomBytes(18).toString('base64url');
     await initdb(binaries, data, password, run);
-    const started = await listen(binaries, data, options.port, run, (child) => (server = child));
+    let started = await listen(binaries, data, options.port, run, (child) => (server = child));
+    const port = started.port;
     return {
-      url: `postgres://postgres:${password}@127.0.0.1:${started.port}/postgres`,
-      port: started.port,
+      url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+      port,
       version,
       account: account?.name,
+      async restart() {
+        await stopServer(started.child);
+        started = await listen(binaries, data, port, run, (child) => (server = child));
+      },
       async stop() {
         await stopServer(started.child);
         process.removeListener('exit', onExit);
@@ -171,8 +181,15 @@ async function stopServer(child: ChildProcess): Promise<void> {
   await exited;
 }
 
-/** A port nothing listens on now, on loopback (the server binds it a moment later). */
-function freePort(): Promise<number> {
+/**
+ * A port nothing listens on now, on loopback (the server binds it a moment later).
+ *
+ * @example
+ * ```ts
+ * const port = await freePort();
+ * ```
+ */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once('error', reject);
