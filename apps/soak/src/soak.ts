@@ -64,6 +64,8 @@ export interface SoakResult {
   /** Per service, its samples in order (at: ms from the start of the load). */
   samples: Record<SoakServiceName, ServiceSample[]>;
   finish: { orders: FinishReport; inventory: FinishReport };
+  /** Per service, the unhandled rejections and uncaught exceptions of the whole run, drain included. */
+  unhandled: Record<SoakServiceName, string[]>;
   jobs: {
     /** Ids Redis acknowledged adding. */
     added: string[];
@@ -219,6 +221,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
         say(`${(startedAt / 1000).toFixed(1)} s: ${detail} (cleared at ${(clock() / 1000).toFixed(1)} s)`);
       }
     })();
+    // Awaited once the load is done; a rejection before then (a service gone) is not unhandled meanwhile.
+    sampler.catch(() => {});
+    breakThings.catch(() => {});
     say(`load: ${rate} requests/s for ${options.durationMs / 1000} s`);
     await load.run(rate, options.durationMs / 1000);
     await breakThings;
@@ -231,6 +236,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
     const queued = await settledQueue(queueName, redis.url);
     // The worker's last batch of processed ids.
     await services.worker.finish();
+    // What went unhandled up to the very end (the drain included), from each process once more.
+    const unhandled = Object.fromEntries(
+      await Promise.all(SERVICES.map(async (name) => [name, (await services[name].sample()).unhandled] as const)),
+    ) as SoakResult['unhandled'];
     const chargeRows = await countCharges(postgres.url);
     for (const record of load.records) {
       record.sentAt -= start;
@@ -245,6 +254,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
       faults,
       samples,
       finish: { orders, inventory },
+      unhandled,
       jobs: { added, processed, queued },
       chargeRows,
       breakerCooldownMs: 1_000,

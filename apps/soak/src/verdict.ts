@@ -122,9 +122,7 @@ export function judge(result: SoakResult): Verdict {
       )
       .join('; '),
   });
-  const unhandled = Object.entries(result.samples).flatMap(([service, samples]) =>
-    (samples.at(-1)?.unhandled ?? []).map((u) => `${service}: ${u}`),
-  );
+  const unhandled = Object.entries(result.unhandled).flatMap(([service, list]) => list.map((u) => `${service}: ${u}`));
   checks.push({
     name: 'no unhandled rejection or uncaught exception',
     pass: unhandled.length === 0,

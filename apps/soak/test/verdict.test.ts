@@ -60,6 +60,7 @@ function cleanRun(): SoakResult {
       orders: { pools: [{ name: 'postgres', ...pool }], drain: { completed: 1, pending: [] } },
       inventory: { pools: [{ name: 'mariadb', ...pool }] },
     },
+    unhandled: { gateway: [], orders: [], inventory: [], worker: [] },
     jobs: { added: ['1', '2', '3'], processed: { '1': 1, '2': 1 }, queued: ['3'] },
     chargeRows: { 1: 1 },
     breakerCooldownMs: 1_000,
@@ -84,6 +85,12 @@ describe('judge', () => {
     run.samples.orders = samples((at) => ({ heapBytes: 20e6 + at * 30 }));
     run.samples.gateway = samples((at) => ({ abortListeners: 1 + at / 10 }));
     expect(failing(run)).toEqual(['memory', 'handles,']);
+  });
+
+  it('an uncaught exception in one process, even one during the drain', () => {
+    const run = cleanRun();
+    run.unhandled.orders = ["uncaught exception: error: terminating connection (an 'error' event on a Client…)"];
+    expect(failing(run)).toEqual(['no']);
   });
 
   it('a job acknowledged and neither processed nor queued, or processed twice', () => {
