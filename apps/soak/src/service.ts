@@ -64,7 +64,8 @@ export async function runService(config: SoakServiceConfig, unhandled: string[])
         breaker: DEMO_BREAKER,
       })
     ).url;
-    finishers.push(async () => ({ drain: await drain({ timeoutMs: 15_000 }) }));
+    // First: the detached tasks use the pool, which is judged idle after them.
+    finishers.unshift(async () => ({ drain: await drain({ timeoutMs: 15_000 }) }));
   } else if (config.service === 'gateway') {
     url = (await startGateway({ ordersUrl: config.upstreamUrl ?? '', logger })).url;
   } else {
