@@ -5,8 +5,9 @@
  * again. And the row carries the step's derived key under a unique constraint, as a payment provider takes an
  * idempotency key: an INSERT whose cancel raced its commit is reported stopped (the caller is answered 50 ms after
  * the deadline at most) yet committed, so the step has no result to record, and its retry must find the row
- * rather than add one (the soak found 32 double charges in 552 keys at 184 requests/s before this). `stallOnceMs`: the first request for an order stalls this long after its charge, as a transient hiccup
- * would (its client gives up); later ones do not.
+ * rather than add one (the soak found 32 double charges in 552 keys at 184 requests/s before this).
+ * `stallOnceMs`: the first request for an order stalls this long after its charge, as a transient hiccup would
+ * (its client gives up); later ones do not.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { currentContext, currentSignal } from '@deadline/core';

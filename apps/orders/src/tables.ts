@@ -6,7 +6,10 @@
  */
 import type pg from 'pg';
 
-/** Runs `ddl` (a `CREATE TABLE IF NOT EXISTS`, an `ALTER TABLE … IF NOT EXISTS`); another process having made the table at the same moment is fine. */
+/**
+ * Runs `ddl` (a `CREATE TABLE IF NOT EXISTS`, an `ALTER TABLE … IF NOT EXISTS`); another process having made the
+ * table at the same moment is fine.
+ */
 export async function ensureTable(pool: pg.Pool, ddl: string): Promise<void> {
   try {
     await pool.query(ddl);

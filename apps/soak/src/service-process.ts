@@ -78,10 +78,6 @@ export class ServiceProcess {
     return handle;
   }
 
-  get pid(): number {
-    return this.#child.pid ?? 0;
-  }
-
   /** The last lines it wrote to stderr (for a failure's message). */
   get stderr(): string {
     return this.#stderr;

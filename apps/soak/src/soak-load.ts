@@ -92,11 +92,6 @@ export class SoakLoad {
     this.#options = { chargeAttempts: 4, auditShare: 0.02, firstOrder: 1, ...options };
   }
 
-  /** Requests (and charge retries) not settled yet. */
-  get pending(): number {
-    return this.#pending;
-  }
-
   /**
    * Sends at `rate` per second for `seconds`, or until `stop()` says so; resolves when the last is sent (not
    * answered: see {@link settle}).

@@ -46,10 +46,9 @@ export interface FaultRecord {
   detail: string;
 }
 
-/** One process's sample, with its abort listeners and what went unhandled in it. */
+/** One process's sample, with its abort listeners. */
 export interface ServiceSample extends ProcessSample {
   abortListeners: number;
-  unhandled: string[];
 }
 
 export interface SoakResult {
@@ -185,7 +184,6 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
               ...reply.sample,
               at: clock(),
               abortListeners: reply.abort.listeners,
-              unhandled: reply.unhandled,
             });
           }),
         );

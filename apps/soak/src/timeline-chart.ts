@@ -95,7 +95,7 @@ export function renderTimeline(timeline: Timeline): string {
     text(
       MARGIN.left,
       46,
-      `${timeline.rate} req/s${timeline.capacity === undefined ? '' : ` (70 % of ${Math.round(timeline.capacity)} measured)`}: 60 % enough budget, 30 % too small, 5 % hang up, 5 % retried charges — ${timeline.pass ? 'passed' : 'FAILED'}`,
+      `${timeline.rate} req/s${timeline.capacity === undefined ? '' : ` (${Math.round((100 * timeline.rate) / timeline.capacity)} % of ${Math.round(timeline.capacity)} measured)`}: 60 % enough budget, 30 % too small, 5 % hang up, 5 % retried charges — ${timeline.pass ? 'passed' : 'FAILED'}`,
       'fill="#555" font-size="11"',
     ),
   ];

@@ -23,9 +23,7 @@ const result = {
     { kind: 'slow-drip' as const, startedAt: 39_000, clearedAt: 44_000, detail: 'drip' },
   ],
   samples: {
-    gateway: [
-      { at: 0, rssBytes: 100 * 2 ** 20, youngBytes: 0, heapBytes: 0, resources: {}, abortListeners: 0, unhandled: [] },
-    ],
+    gateway: [{ at: 0, rssBytes: 100 * 2 ** 20, youngBytes: 0, heapBytes: 0, resources: {}, abortListeners: 0 }],
   },
 } as unknown as SoakResult;
 

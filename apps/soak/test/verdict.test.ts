@@ -18,7 +18,6 @@ function samples(grow: (at: number) => Partial<ServiceSample> = () => ({})): Ser
     heapBytes: 20e6,
     resources: { TCPSocketWrap: 10, Timeout: 4 },
     abortListeners: 1,
-    unhandled: [],
     ...grow(i * 10_000),
   }));
 }

@@ -63,13 +63,15 @@ function remember(connection: object, error: Error): void {
  */
 export function holdConnection(client: object): () => void {
   const connection = connectionOf(client);
+  // Held since its arrival: that hold (the same listener) becomes this one, and nothing is added.
+  const arrival = arrivals.get(connection);
+  if (arrival !== undefined) {
+    arrivals.delete(connection);
+    return arrival;
+  }
   if (!isErrorEmitter(connection)) return noop;
   const listener = (error: Error) => remember(connection, error);
   connection.on('error', listener);
-  // Held from its arrival until now: this hold takes over.
-  const arrival = arrivals.get(connection);
-  arrivals.delete(connection);
-  arrival?.();
   return () => {
     if (failed.has(connection) && !ended.has(connection)) {
       connection.once('end', () => connection.removeListener('error', listener));
@@ -81,7 +83,7 @@ export function holdConnection(client: object): () => void {
 
 /**
  * Holds a connection the moment the pool hands it over, from inside pg-pool's callback, until the wrapper holds
- * it for its work ({@link holdConnection} takes over) or it is released ({@link endArrival}).
+ * it for its work ({@link holdConnection} takes this hold over as its own) or it is released ({@link endArrival}).
  *
  * Why: node-postgres parses what arrives in one chunk in one go, so a new connection's ReadyForQuery and the
  * server's FATAL right behind it (a restart, a failover, a `pg_terminate_backend` as it connected) are handled
