@@ -2,11 +2,12 @@
  * `npm run bench:instructions`: the overhead in instructions per request (callgrind), alone, on this machine's
  * Node and on the pinned newer ones (scripts/node-versions.json: 22, 24 and 26) — for fastify, express and
  * fetch: bare, the floor of any AsyncLocalStorage adapter (or of any undici interceptor), the peer that does
- * less (`@fastify/request-context`), and the library. Printed as one table, written to instructions-report.json.
+ * less (`@fastify/request-context`), and the library; for the RPC clients (grpc-js, Connect): bare and the library.
+ * Printed as one table, written to instructions-report.json.
  *
  * Two counts run at a time (one per core: a count does not move with the load beside it, only the wall time
  * does). `--quick`: a short warm-up and window, a smoke test of the harness, not a measurement. `--node 24,26`:
- * those majors only. `--only fastify,express`: those frameworks' rows only. `--minimum`: the hand-written
+ * those majors only. `--only fastify,express` (or `grpc,connect`): those frameworks' rows only. `--minimum`: the hand-written
  * complete minima too (fastify's and express's).
  */
 import { writeFile } from 'node:fs/promises';
@@ -15,19 +16,22 @@ import { startDownstream } from './fetch-overhead.js';
 import type { FetchVariant } from './fetch-variants.js';
 import { type Count, type CountOptions, canCountInstructions, countInstructions, type Target } from './instructions.js';
 import { findNewerNodes, type NodeBinary } from './node-versions.js';
+import type { RpcClientVariant } from './rpc-client-process.js';
+import { startEchoServerProcess } from './rpc-overhead.js';
 import type { Variant } from './servers.js';
 
 /** What a row is to its framework's bare row. */
 type Role = 'bare' | 'floor' | 'peer' | 'minimum' | 'library';
 
 interface Row {
-  framework: 'fastify' | 'express' | 'fetch';
+  framework: 'fastify' | 'express' | 'fetch' | 'grpc' | 'connect';
   role: Role;
   target: Target;
 }
 
 const server = (variant: Variant): Target => ({ kind: 'server', variant });
 const client = (variant: FetchVariant): Target => ({ kind: 'client', variant });
+const rpcClient = (variant: RpcClientVariant): Target => ({ kind: 'rpc-client', variant });
 
 const ROWS: Row[] = [
   { framework: 'fastify', role: 'bare', target: server('fastify') },
@@ -42,6 +46,10 @@ const ROWS: Row[] = [
   { framework: 'fetch', role: 'bare', target: client('fetch, bare Agent') },
   { framework: 'fetch', role: 'floor', target: client('fetch + a dispatcher that only forwards') },
   { framework: 'fetch', role: 'library', target: client('fetch + DeadlineDispatcher') },
+  { framework: 'grpc', role: 'bare', target: rpcClient('grpc-js client, bare') },
+  { framework: 'grpc', role: 'library', target: rpcClient('grpc-js client + @deadline/grpc') },
+  { framework: 'connect', role: 'bare', target: rpcClient('Connect client, bare') },
+  { framework: 'connect', role: 'library', target: rpcClient('Connect client + @deadline/connect') },
 ];
 
 const quick = process.argv.includes('--quick');
@@ -86,11 +94,15 @@ const COUNTS: Record<Row['framework'], CountOptions> = quick
       fastify: { warmUp: 1_000, requests: 200 },
       express: { warmUp: 1_000, requests: 200 },
       fetch: { warmUp: 500, requests: 100 },
+      grpc: { warmUp: 500, requests: 100 },
+      connect: { warmUp: 500, requests: 100 },
     }
   : {
       fastify: { warmUp: 25_000, requests: 2_000 },
       express: { warmUp: 30_000, requests: 2_000 },
       fetch: { warmUp: 20_000, requests: 600 },
+      grpc: { warmUp: 10_000, requests: 600 },
+      connect: { warmUp: 10_000, requests: 600 },
     };
 /** Node 20 and 22 (V8 11 and 12): express's and the fetch clients' shorter warm-ups (above). */
 const WARM_UP_BEFORE_24: Partial<Record<Row['framework'], number>> = { express: 15_000, fetch: 8_000 };
@@ -155,6 +167,12 @@ const nodes: NodeBinary[] = [{ version: process.version, path: process.execPath 
   wantMajor(node.version),
 );
 const downstream = await startDownstream();
+// The RPC clients' downstreams: the bare echo servers (rpc-server-process.ts), when an RPC row is counted.
+const echoServers = rows.some((row) => row.target.kind === 'rpc-client') ? await startEchoServerProcess() : undefined;
+const rpcPorts = echoServers && {
+  grpc: echoServers.ports['grpc bare'] as number,
+  connect: echoServers.ports['connect bare'] as number,
+};
 let done = 0;
 const total = nodes.length * rows.length;
 /** A count, and its wall time in seconds (where the run's time goes). */
@@ -162,7 +180,7 @@ type Timed = Count & { seconds: number };
 const counts = new Map<string, Timed>();
 const job = (node: NodeBinary, row: Row) => async () => {
   const began = performance.now();
-  const count = await countInstructions(node.path, row.target, countsFor(row, node), downstream.url);
+  const count = await countInstructions(node.path, row.target, countsFor(row, node), { url: downstream.url, rpcPorts });
   const seconds = Math.round((performance.now() - began) / 100) / 10;
   counts.set(`${node.version} ${row.target.variant}`, { ...count, seconds });
   progress(
@@ -170,7 +188,7 @@ const job = (node: NodeBinary, row: Row) => async () => {
   );
 };
 /** The longest first (express's counts take the longest of the servers'): the last to end is a short one. */
-const LONGEST_FIRST: Row['framework'][] = ['express', 'fastify', 'fetch'];
+const LONGEST_FIRST: Row['framework'][] = ['express', 'fastify', 'fetch', 'grpc', 'connect'];
 const jobsOf = (kind: Target['kind']) =>
   LONGEST_FIRST.flatMap((framework) =>
     nodes.flatMap((node) =>
@@ -183,8 +201,10 @@ try {
   // driving a server from this process. (Not shown to matter: a run that mixed them agreed within 2 %.)
   await pooled(jobsOf('server'), AT_ONCE);
   await pooled(jobsOf('client'), AT_ONCE);
+  await pooled(jobsOf('rpc-client'), AT_ONCE);
 } finally {
   downstream.child.kill();
+  echoServers?.child.kill();
 }
 process.stderr.write('\n');
 

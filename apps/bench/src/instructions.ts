@@ -3,7 +3,7 @@
  * count does not move when other tenants of a shared machine take the CPU. Each measured process runs
  * single-threaded (V8's background compiler and GC threads would otherwise add work that varies run to run);
  * counting is switched on only after a warm-up, and only in the measured process: a server (servers.ts) under
- * autocannon's load, or a fetch client (fetch-client-process.ts) against a bare downstream. The work of V8's
+ * autocannon's load, or a client (fetch-client-process.ts, rpc-client-process.ts) against a bare downstream. The work of V8's
  * compilers that still falls in the window is left out of the count and reported beside it (callgrind-dump.ts).
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -16,10 +16,21 @@ import autocannon from 'autocannon';
 import { readDump } from './callgrind-dump.js';
 import { ChildOutput } from './child-output.js';
 import type { FetchVariant } from './fetch-variants.js';
+import { RPC_CLIENT_VARIANTS, type RpcClientVariant } from './rpc-client-process.js';
 import type { Variant } from './servers.js';
 
-/** What is counted: a server variant under load, or a client variant's fetches. */
-export type Target = { kind: 'server'; variant: Variant } | { kind: 'client'; variant: FetchVariant };
+/** What is counted: a server variant under load, a client variant's fetches, or an RPC client variant's calls. */
+export type Target =
+  | { kind: 'server'; variant: Variant }
+  | { kind: 'client'; variant: FetchVariant }
+  | { kind: 'rpc-client'; variant: RpcClientVariant };
+
+/** Where the clients counted send their calls: the bare fetch downstream's URL, the bare echo servers' ports. */
+export interface Downstreams {
+  url: string;
+  /** By stack (`grpc`, `connect`): the port of its bare echo server (rpc-server-process.ts). */
+  rpcPorts?: Record<string, number> | undefined;
+}
 
 /** How long each count runs: the requests before counting starts, and those counted. */
 export interface CountOptions {
@@ -206,15 +217,16 @@ async function countServer(node: string, variant: Variant, options: CountOptions
   }
 }
 
+/** A client process (`script`: fetch-client-process.js, rpc-client-process.js) calling `downstream`, counted. */
 async function countClient(
   node: string,
-  variant: FetchVariant,
+  script: string,
+  variant: string,
   downstream: string,
   options: CountOptions,
   dir: string,
 ): Promise<Count> {
-  const script = fileURLToPath(new URL('./fetch-client-process.js', import.meta.url));
-  const child = underCallgrind(node, dir, script, [
+  const child = underCallgrind(node, dir, fileURLToPath(new URL(script, import.meta.url)), [
     variant,
     downstream,
     String(options.warmUp),
@@ -241,20 +253,24 @@ async function countClient(
 }
 
 /**
- * Instructions per request of `target`, run by `node` (V8's compilers' share apart); `downstream` is the URL a
- * client fetches (a bare server of the caller's, not counted).
+ * Instructions per request of `target`, run by `node` (V8's compilers' share apart); a client calls `downstreams`
+ * (bare servers of the caller's, not counted).
  */
 export async function countInstructions(
   node: string,
   target: Target,
   options: CountOptions,
-  downstream: string,
+  downstreams: Downstreams,
 ): Promise<Count> {
   const dir = await mkdtemp(join(tmpdir(), 'deadline-callgrind-'));
   try {
-    return target.kind === 'server'
-      ? await countServer(node, target.variant, options, dir)
-      : await countClient(node, target.variant, downstream, options, dir);
+    if (target.kind === 'server') return await countServer(node, target.variant, options, dir);
+    if (target.kind === 'client') {
+      return await countClient(node, './fetch-client-process.js', target.variant, downstreams.url, options, dir);
+    }
+    const port = downstreams.rpcPorts?.[RPC_CLIENT_VARIANTS[target.variant].stack];
+    if (port === undefined) throw new Error(`${target.variant}: no echo server to call`);
+    return await countClient(node, './rpc-client-process.js', target.variant, String(port), options, dir);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -25,6 +25,7 @@ import { canPin, measureOverhead, type OverheadRow } from './overhead.js';
 import { measureOverload, overloadRows } from './overload.js';
 import { measurePrecision } from './precision.js';
 import type { LatencyRow } from './precision-stats.js';
+import { measureRpcOverhead } from './rpc-overhead.js';
 
 // The load generator runs here; pin it to the core the servers do not use (see overhead.ts).
 if (process.env.DEADLINE_BENCH_PINNED === undefined && canPin()) {
@@ -52,6 +53,8 @@ async function phase<T>(name: string, run: () => Promise<T>): Promise<T> {
 const options = quick ? { rounds: 1, seconds: 1, connections: 10 } : { rounds: 7, seconds: 2, connections: 50 };
 /** Client overhead: rounds of 2 s (5 variants). */
 const FETCH_ROUNDS = 5;
+/** RPC overhead: rounds of 1 s (8 variants: grpc-js and Connect, bare and the library at either end or both). */
+const RPC_ROUNDS = 3;
 /**
  * The overhead rows on the newer Nodes: 3 s of warm-up per variant (their optimising compiler is still at work
  * after 1 s: see overhead.ts), then 3 alternated rounds (a median) of 1 s each, 50 connections. Whole seconds
@@ -65,6 +68,7 @@ const schedule = quick
   ? { quick: true }
   : {
       fetchOverhead: { rounds: FETCH_ROUNDS, seconds: 2 },
+      rpcOverhead: { rounds: RPC_ROUNDS, seconds: 1 },
       newerNodes: NEWER_NODE_OPTIONS,
       memoryMaxSeconds: MEMORY_MAX_SECONDS,
       newerNodesInstalledDuring: 'memory',
@@ -116,6 +120,25 @@ console.table(
 );
 const progress = (line: string) => process.stderr.write(`\r${line.padEnd(70)}`);
 const done = () => process.stderr.write('\n');
+
+const rpcOverhead = await phase('rpcOverhead', () =>
+  measureRpcOverhead(
+    quick ? { rounds: 1, seconds: 1, concurrency: 4 } : { rounds: RPC_ROUNDS, seconds: 1, concurrency: 16 },
+    progress,
+  ),
+);
+done();
+console.log('\nRPC overhead (loopback unary echo, throughput ÷ the same stack bare; alternated rounds, medians):');
+console.table(
+  rpcOverhead.map((row) => ({
+    variant: row.variant,
+    'calls/s': row.callsPerSecond,
+    'vs bare': row.ratio.toFixed(3),
+    'ratio min–max': row.ratioSpread.map((r) => r.toFixed(2)).join('–'),
+    'CPU µs/call (both ends)': row.cpuMicrosPerCall,
+    'CPU vs bare': row.cpuRatio.toFixed(3),
+  })),
+);
 
 const precision = await phase('precision', () =>
   measurePrecision(quick ? { requests: 10, budgets: [100] } : { requests: 200, budgets: [100, 300, 1_000] }, progress),
@@ -236,6 +259,6 @@ console.log(
 );
 await writeFile(
   'bench-report.json',
-  `${JSON.stringify({ machine, options, schedule, seconds, overhead, fetchOverhead, newerNodes, newerSkipped, precision, cancel, idempotency, overload, memory }, null, 2)}\n`,
+  `${JSON.stringify({ machine, options, schedule, seconds, overhead, fetchOverhead, rpcOverhead, newerNodes, newerSkipped, precision, cancel, idempotency, overload, memory }, null, 2)}\n`,
 );
 console.log('written: bench-report.json, bench-chart.svg');

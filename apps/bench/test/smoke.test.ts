@@ -41,6 +41,20 @@ it('the benchmark runs in quick mode and writes a report with every row', async 
       expect(row.requestsPerSecond).toBeGreaterThan(0);
       expect(row.ratio).toBeGreaterThan(0);
     }
+    expect(report.rpcOverhead.map((row: { variant: string }) => row.variant)).toEqual([
+      'grpc-js, bare',
+      'grpc-js + @deadline/grpc (client and server)',
+      'grpc-js + @deadline/grpc (client only)',
+      'grpc-js + @deadline/grpc (server only)',
+      'Connect (gRPC over HTTP/2), bare',
+      'Connect (gRPC over HTTP/2) + @deadline/connect (client and server)',
+      'Connect (gRPC over HTTP/2) + @deadline/connect (client only)',
+      'Connect (gRPC over HTTP/2) + @deadline/connect (server only)',
+    ]);
+    for (const row of report.rpcOverhead) {
+      expect(row.callsPerSecond).toBeGreaterThan(0);
+      expect(row.cpuRatio).toBeGreaterThan(0);
+    }
     // The other benchmarks ran and reported their rows (figures are for full runs, not checked here).
     expect(report.precision.expiry.rows.length).toBeGreaterThan(0);
     // Beside the figures, what else went on while they were taken (the client's own event-loop delay…).

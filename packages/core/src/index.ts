@@ -48,6 +48,7 @@ export {
 } from './errors.js';
 export { findDeadlineError, isCancelledError, isDeadlineExceededError } from './guards.js';
 export { IdempotencyKeys } from './idempotency-keys.js';
+export type { CallLineLogger, IncomingCallOptions } from './incoming-options.js';
 export { DeadlineAttributes, DeadlineEvents } from './opentelemetry/attributes.js';
 export { type PrepareCallOptions, type PreparedCall, prepareCall } from './prepare-call.js';
 export type { DeadlineContext, EndOptions, OwnedContext, StopListener, StopReason } from './scope.js';

@@ -21,6 +21,13 @@ export {
 } from './diagnostics.js';
 export { waitingForExpiry } from './expiry-queue.js';
 export { type CircuitRefusal, findCircuitRefusal, markCausedBy } from './guards.js';
+export { IncomingCall, type IncomingCallInit } from './incoming-call.js';
+export {
+  type CallLineLogger,
+  type IncomingCallOptions,
+  type ResolvedIncomingOptions,
+  resolveIncomingOptions,
+} from './incoming-options.js';
 export { nextReady, type ReadyEmitter } from './next-ready.js';
 export { activeRequestSpan, activeSpan, openTelemetryPropagates } from './opentelemetry/active.js';
 export {
@@ -42,6 +49,7 @@ export {
   runWithCall,
 } from './opentelemetry/call-span.js';
 export { runInSpanOf, spanOfTrace, traceOfSpan } from './opentelemetry/span-trace.js';
+export { type OutgoingLimits, type ResolvedOutgoingLimits, resolveOutgoingLimits } from './outgoing-options.js';
 export { type OutlivedReporter, Scope, type StopOwner } from './scope.js';
 export { outsideContext, storage } from './storage.js';
 export { NEW_TRACE } from './trace.js';

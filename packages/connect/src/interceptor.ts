@@ -1,0 +1,135 @@
+/**
+ * The server side: an interceptor that runs each call's handler in the deadline context of its call. Connect's
+ * interceptors wrap the handler's invocation, so running `next()` inside the context puts the handler in it; a
+ * streaming response is read message by message inside it too, since a generator's body runs where it is resumed.
+ */
+
+import { Code, ConnectError, type Interceptor, type StreamRequest, type UnaryRequest } from '@connectrpc/connect';
+import { createBudgetParser, type IncomingCallOptions } from '@deadline/core';
+import { IncomingCall, type ResolvedIncomingOptions, resolveIncomingOptions } from '@deadline/core/internal';
+import { toConnectError } from './errors.js';
+
+/**
+ * What a Connect handler's call is, as the {@link ConnectServerDeadlineOptions} `trust` predicate sees it.
+ *
+ * @example
+ * ```ts
+ * const trust = (req: ConnectRequest) => req.header.get('x-internal') === '1';
+ * ```
+ */
+export type ConnectRequest = UnaryRequest | StreamRequest;
+
+/**
+ * Options of {@link deadlineInterceptor}: the core's options of an incoming RPC call, its `trust` predicate shown
+ * the request.
+ *
+ * @example
+ * ```ts
+ * const options: ConnectServerDeadlineOptions = { serviceName: 'inventory', defaultMs: 2_000, maxMs: 10_000 };
+ * ```
+ */
+export type ConnectServerDeadlineOptions = IncomingCallOptions<ConnectRequest>;
+
+/**
+ * A server interceptor that runs each handler in a deadline context built from its call: the timeout Connect
+ * read (`grpc-timeout`, `Connect-Timeout-Ms`) and any budget header (`x-request-deadline`, …), the smallest winning,
+ * clamped to `maxMs`, `defaultMs` when none came. The handler's `ctx.signal` is the context's: it aborts when the
+ * caller cancels and when the (clamped) deadline passes — then the call is answered `deadline_exceeded`, naming this
+ * hop in the `x-deadline-exceeded-by` metadata, and the work the handler started (queries, calls) is stopped. A
+ * streaming response is bounded as a whole. An error that is one of ours (or explained by one) is answered with
+ * its code ({@link toConnectError}). Put it first in `interceptors`, so the others run in the context too.
+ *
+ * @example
+ * ```ts
+ * import http2 from 'node:http2';
+ * import { connectNodeAdapter } from '@connectrpc/connect-node';
+ * import { deadlineInterceptor } from '@deadline/connect';
+ * http2.createServer(connectNodeAdapter({
+ *   routes: (router) => router.service(InventoryService, implementation),
+ *   interceptors: [deadlineInterceptor({ serviceName: 'inventory', maxMs: 10_000 })],
+ * })).listen(8080);
+ * ```
+ */
+export function deadlineInterceptor(options?: ConnectServerDeadlineOptions): Interceptor {
+  const resolved = resolveIncomingOptions(options);
+  const parser = createBudgetParser({ dialects: resolved.dialects });
+  return (next) => async (req) => {
+    const incoming = new IncomingCall(
+      {
+        call: req,
+        method: `/${req.service.typeName}/${req.method.name}`,
+        protocol: 'connect',
+        headers: req.header,
+        // Connect's own timeout is in the headers, which the budget parser reads (grpc and connect dialects).
+        ownMs: Number.POSITIVE_INFINITY,
+        signal: req.signal,
+      },
+      resolved,
+      parser,
+    );
+    if (incoming.refusal !== undefined) throw answered(incoming, incoming.refusal, resolved);
+    const context = incoming.context;
+    let response: Awaited<ReturnType<typeof next>>;
+    try {
+      response = await untilStopped(incoming, () =>
+        context.run(next, { ...req, signal: context.signal ?? req.signal }),
+      );
+    } catch (error) {
+      throw answered(incoming, error, resolved);
+    }
+    if (!response.stream) {
+      incoming.end('ok');
+      return response;
+    }
+    return { ...response, message: bounded(response.message, incoming, resolved) };
+  };
+}
+
+/** The work's result, or the context's stop reason if it stops first (a handler that ignores its signal). */
+function untilStopped<T>(incoming: IncomingCall<ConnectRequest>, work: () => Promise<T>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    incoming.onStop(reject);
+    work().then(resolve, reject);
+  });
+}
+
+/** Ends the call with `error` and returns what to throw: its Connect error when it is one of ours. */
+function answered(
+  incoming: IncomingCall<ConnectRequest>,
+  error: unknown,
+  options: ResolvedIncomingOptions<ConnectRequest>,
+): unknown {
+  const mapped = toConnectError(error, options.hop);
+  const code = mapped?.code ?? (error instanceof ConnectError ? error.code : Code.Unknown);
+  incoming.end(Code[code] ?? code, error);
+  return mapped ?? error;
+}
+
+/** The handler's messages, each read inside its context and no later than its deadline; the call ends with them. */
+async function* bounded<T>(
+  messages: AsyncIterable<T>,
+  incoming: IncomingCall<ConnectRequest>,
+  options: ResolvedIncomingOptions<ConnectRequest>,
+): AsyncGenerator<T> {
+  const iterator = messages[Symbol.asyncIterator]();
+  let done = false;
+  try {
+    for (;;) {
+      const result = await untilStopped(incoming, () => incoming.context.run(() => iterator.next()));
+      if (result.done === true) break;
+      yield result.value;
+    }
+    done = true;
+    incoming.end('ok');
+  } catch (error) {
+    done = true;
+    throw answered(incoming, error, options);
+  } finally {
+    if (!done) {
+      // The protocol stopped reading (the caller went): the handler's generator is told to finish, and its context
+      // stops the work it was waiting on.
+      incoming.end(Code[Code.Canceled] ?? Code.Canceled, incoming.context.stopReason);
+      iterator.return?.().catch(() => {});
+    }
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * Nothing accumulates over many calls: 1,000 calls inside one long-lived context, each also given the same
+ * long-lived AbortSignal of the caller's, leave neither with a listener, no context waiting in the expiry queue,
+ * every server-side context ended.
+ */
+import diagnostics from 'node:diagnostics_channel';
+import { getEventListeners } from 'node:events';
+import { type ContextStartMessage, createContext, currentContext, DiagnosticsChannel } from '@deadline/core';
+import { waitingForExpiry } from '@deadline/core/internal';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { client, type Served, serve } from './support.ts';
+
+let inventory: Served;
+
+beforeAll(async () => {
+  inventory = await serve({ serviceName: 'inventory', maxMs: 5_000 });
+});
+afterAll(async () => {
+  await inventory?.close();
+});
+
+it('1,000 calls in one context with one signal: no listener, timer or context left behind, on either side', async () => {
+  const c = client(inventory.baseUrl, 'grpc', { marginMs: 5 });
+  // The session first, so that what is counted after is what the calls left.
+  await createContext({ deadline: 5_000 }).run(() => c.inspect({}));
+  const waitingBefore = waitingForExpiry();
+  let started = 0;
+  let ended = 0;
+  const onStart = (message: unknown) => {
+    if ((message as ContextStartMessage).context.hop === 'inventory') started++;
+  };
+  const onEnd = (message: unknown) => {
+    if ((message as ContextStartMessage).context.hop === 'inventory') ended++;
+  };
+  diagnostics.subscribe(DiagnosticsChannel.ContextStart, onStart);
+  diagnostics.subscribe(DiagnosticsChannel.ContextEnd, onEnd);
+  const request = createContext({ deadline: 120_000, hop: 'gateway' });
+  const shutdown = new AbortController();
+  let answered = 0;
+  let cutOff = 0;
+  try {
+    await request.run(async () => {
+      for (let i = 0; i < 1_000; i++) {
+        // Every fifth call is cut off by a timeout of its own while the handler waits; the rest are answered.
+        if (i % 5 === 4) {
+          await c.inspect({ wait: true }, { timeoutMs: 20, signal: shutdown.signal }).catch(() => cutOff++);
+        } else {
+          await c.inspect({}, { signal: shutdown.signal });
+          answered++;
+        }
+      }
+      const scope = currentContext() as unknown as { _listeners?: unknown[]; _waiting: number };
+      expect(scope._listeners ?? []).toHaveLength(0);
+      expect(scope._waiting).toBe(-1);
+    });
+    expect(answered).toBe(800);
+    expect(cutOff).toBe(200);
+    expect(getEventListeners(shutdown.signal, 'abort')).toHaveLength(0);
+    // The server's side of a cut-off call may end a moment after its caller gave up: wait for it, then count.
+    await expect.poll(() => ended, { timeout: 10_000 }).toBe(started);
+    expect(started).toBe(1_000);
+  } finally {
+    request.end();
+    diagnostics.unsubscribe(DiagnosticsChannel.ContextStart, onStart);
+    diagnostics.unsubscribe(DiagnosticsChannel.ContextEnd, onEnd);
+  }
+  expect(waitingForExpiry()).toBe(waitingBefore);
+}, 60_000);

@@ -1,0 +1,98 @@
+/**
+ * Streaming calls under the deadline, over both protocols: a server stream is bounded as a whole by its call's
+ * deadline, and a caller that cancels mid-stream (itself, or through its request's context) stops the server's work.
+ */
+
+import { Code, ConnectError } from '@connectrpc/connect';
+import {
+  CancelledError,
+  createContext,
+  DeadlineExceededError,
+  findDeadlineError,
+  runWithDeadline,
+} from '@deadline/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { client, next, type Protocol, type Served, serve } from './support.ts';
+
+let inventory: Served;
+
+beforeAll(async () => {
+  inventory = await serve({ serviceName: 'inventory', maxMs: 400 });
+});
+afterAll(async () => {
+  await inventory?.close();
+});
+
+/** Reads a stream to its end: the messages, and the error it ended with. */
+async function drain(messages: AsyncIterable<{ n: number }>, onMessage: (n: number) => void = () => {}) {
+  let received = 0;
+  try {
+    for await (const tick of messages) {
+      received++;
+      onMessage(tick.n);
+    }
+    return { received, error: undefined };
+  } catch (error) {
+    return { received, error: error as ConnectError };
+  }
+}
+
+describe.each<Protocol>(['grpc', 'connect'])('a server stream over the %s protocol', (protocol) => {
+  it('is bounded as a whole: it ends deadline_exceeded at its deadline, naming the hop, and the work stops', async () => {
+    const c = client(inventory.baseUrl, protocol);
+    const stopped = next<{ reason: unknown; n: number }>('ticks-stopped');
+    const started = performance.now();
+    // The caller allows 5 s; the service allows a call 400 ms at most, stream and all.
+    const { received, error } = await runWithDeadline(5_000, () => drain(c.ticks({ count: 0, intervalMs: 20 })));
+    const elapsed = performance.now() - started;
+    expect(received).toBeGreaterThan(3);
+    expect(error).toBeInstanceOf(ConnectError);
+    expect(error?.code).toBe(Code.DeadlineExceeded);
+    expect(error?.metadata.get('x-deadline-exceeded-by')).toBe('inventory');
+    expect((findDeadlineError(error) as DeadlineExceededError).whose).toBe('downstream:inventory');
+    expect(elapsed).toBeGreaterThan(350);
+    expect(elapsed).toBeLessThan(3_000);
+    const { reason, n } = await stopped;
+    expect(reason).toBeInstanceOf(DeadlineExceededError);
+    // The handler's sleep went with its context: the last tick is one a 400 ms stream had time for.
+    expect(n).toBeLessThan(40);
+  });
+
+  it("stops the server's work when the client aborts mid-stream", async () => {
+    const c = client(inventory.baseUrl, protocol);
+    const stopped = next<{ reason: unknown; n: number }>('ticks-stopped');
+    const controller = new AbortController();
+    const request = createContext({ deadline: 5_000 });
+    const { error } = await request.run(() =>
+      drain(c.ticks({ count: 0, intervalMs: 10 }, { signal: controller.signal }), (n) => {
+        if (n === 3) controller.abort();
+      }),
+    );
+    request.end();
+    expect(error?.code).toBe(Code.Canceled);
+    const { reason, n } = await stopped;
+    expect(reason).toBeInstanceOf(CancelledError);
+    expect(n).toBeLessThan(40);
+  });
+
+  it("stops the server's work when the client's request is cancelled mid-stream", async () => {
+    const c = client(inventory.baseUrl, protocol);
+    const stopped = next<{ reason: unknown; n: number }>('ticks-stopped');
+    const request = createContext({ deadline: 5_000 });
+    const { error } = await request.run(() =>
+      drain(c.ticks({ count: 0, intervalMs: 10 }), (n) => {
+        if (n === 3) request.cancel(new CancelledError('client went away', { reason: 'client-disconnected' }));
+      }),
+    );
+    expect(error?.code).toBe(Code.Canceled);
+    expect(findDeadlineError(error)).toBeInstanceOf(CancelledError);
+    expect((await stopped).reason).toBeInstanceOf(CancelledError);
+  });
+
+  it('ends normally when it finishes in time', async () => {
+    const c = client(inventory.baseUrl, protocol);
+    const { received, error } = await runWithDeadline(2_000, () => drain(c.ticks({ count: 5, intervalMs: 5 })));
+    expect(error).toBeUndefined();
+    expect(received).toBe(5);
+  });
+});

@@ -1,0 +1,130 @@
+/**
+ * The test service over real Connect on `node:http2` (connect-node), on loopback: its schema read from the same
+ * .proto as the gRPC tests' (no code generation), handlers that record what their deadline context looked like,
+ * and transports (gRPC and Connect protocols) with or without the library.
+ */
+import { once } from 'node:events';
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { createFileRegistry, type DescService, fromBinary } from '@bufbuild/protobuf';
+import { FileDescriptorSetSchema } from '@bufbuild/protobuf/wkt';
+import {
+  type Client,
+  type ConnectRouter,
+  createClient,
+  type HandlerContext,
+  type Transport,
+} from '@connectrpc/connect';
+import { connectNodeAdapter, createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
+import { currentContext } from '@deadline/core';
+import protobuf from 'protobufjs';
+import descriptor from 'protobufjs/ext/descriptor/index.js';
+import { detachedSeen, events, type Seen, seen } from '../../../test/support/rpc-seen.ts';
+import {
+  type ConnectClientDeadlineOptions,
+  type ConnectServerDeadlineOptions,
+  deadlineInterceptor,
+  withDeadline,
+} from '../src/index.ts';
+
+const root = protobuf.loadSync(fileURLToPath(new URL('../../../test/fixtures/inventory.proto', import.meta.url)));
+const files = descriptor.FileDescriptorSet.encode(
+  (root as unknown as { toDescriptor(syntax: string): protobuf.Message }).toDescriptor('proto3'),
+).finish();
+
+export { events, next, type Seen } from '../../../test/support/rpc-seen.ts';
+export const Inventory = createFileRegistry(fromBinary(FileDescriptorSetSchema, files)).getService(
+  'deadline.test.Inventory',
+) as DescService;
+
+/** The handlers, Connect's way: the signal in `ctx` says when to stop. */
+function routes(router: ConnectRouter) {
+  router.service(Inventory, {
+    async inspect(req: { wait: boolean; detach: boolean }, ctx: HandlerContext) {
+      events.emit('inspect', currentContext());
+      const detached = req.detach ? detachedSeen() : {};
+      if (req.wait) {
+        await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
+        events.emit('stopped', currentContext()?.stopReason ?? ctx.signal.reason);
+        throw ctx.signal.reason;
+      }
+      return seen(detached);
+    },
+    async *ticks(req: { count: number; intervalMs: number }, ctx: HandlerContext) {
+      let n = 0;
+      try {
+        while (req.count === 0 || n < req.count) {
+          await sleep(req.intervalMs, undefined, { signal: ctx.signal });
+          n++;
+          events.emit('tick', n);
+          yield { n };
+        }
+      } finally {
+        events.emit('ticks-stopped', { reason: currentContext()?.stopReason ?? ctx.signal.reason, n });
+      }
+    },
+    async collect(requests: AsyncIterable<{ n: number }>) {
+      let count = 0;
+      for await (const _ of requests) {
+        count++;
+        events.emit('collected', currentContext());
+      }
+      return seen({ count });
+    },
+  } as never);
+}
+
+export interface Served {
+  baseUrl: string;
+  close(): Promise<void>;
+}
+
+/** Serves the test service on `node:http2`: through `deadlineInterceptor` unless `options` is `false`. */
+export async function serve(options: ConnectServerDeadlineOptions | false): Promise<Served> {
+  const server = http2.createServer(
+    connectNodeAdapter({ routes, interceptors: options === false ? [] : [deadlineInterceptor(options)] }),
+  );
+  const open = new Set<http2.ServerHttp2Session>();
+  sessions.set(server, open);
+  server.on('session', (session) => {
+    open.add(session);
+    session.once('close', () => open.delete(session));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // Sessions a client keeps open would hold close() until they idle out.
+        for (const session of sessions.get(server) ?? []) session.destroy();
+      }),
+  };
+}
+const sessions = new WeakMap<http2.Http2Server, Set<http2.ServerHttp2Session>>();
+
+export type Protocol = 'grpc' | 'connect';
+export type InventoryClient = Client<typeof Inventory> & Record<string, (...args: never[]) => unknown>;
+
+/** A transport of the test service: through `withDeadline` unless `options` is `false`. */
+export function transport(
+  baseUrl: string,
+  protocol: Protocol,
+  options: ConnectClientDeadlineOptions | false = {},
+): Transport {
+  const bare =
+    protocol === 'grpc' ? createGrpcTransport({ baseUrl }) : createConnectTransport({ baseUrl, httpVersion: '2' });
+  return options === false ? bare : withDeadline(bare, options);
+}
+
+export function client(baseUrl: string, protocol: Protocol, options: ConnectClientDeadlineOptions | false = {}) {
+  return createClient(Inventory, transport(baseUrl, protocol, options)) as unknown as InventoryClient & {
+    inspect(req: object, options?: { timeoutMs?: number; signal?: AbortSignal }): Promise<Seen>;
+    ticks(req: object, options?: { timeoutMs?: number; signal?: AbortSignal }): AsyncIterable<{ n: number }>;
+    collect(req: AsyncIterable<object>, options?: { timeoutMs?: number }): Promise<Seen>;
+  };
+}

@@ -1,0 +1,105 @@
+/**
+ * The options a service gives the server side of an RPC adapter (`@deadline/grpc`, `@deadline/connect`), checked
+ * once when the service is wrapped: every error names the option and the value received. The HTTP adapters have
+ * their own (`@deadline/server`), with routes and long-lived requests on top.
+ */
+
+import { MAX_TIMER_DELAY_MS } from './clock.js';
+import { InvalidArgumentError } from './errors.js';
+import { checkBoolean, checkFunction, checkHop, checkNumber, checkObject } from './validate.js';
+import { ALL_DIALECTS, type DeadlineDialect } from './wire/header-names.js';
+
+/**
+ * The subset of a pino logger the end-of-call line needs.
+ *
+ * @example
+ * ```ts
+ * const logger: CallLineLogger = pino();
+ * ```
+ */
+export interface CallLineLogger {
+  info(object: object, message: string): void;
+  warn(object: object, message: string): void;
+}
+
+/**
+ * Options of a server-side RPC adapter, `Call` being what its `trust` predicate is shown (a grpc-js server call, a
+ * Connect request).
+ *
+ * @example
+ * ```ts
+ * const options: IncomingCallOptions<unknown> = { serviceName: 'inventory', defaultMs: 2_000, maxMs: 10_000 };
+ * ```
+ */
+export interface IncomingCallOptions<Call> {
+  /** This hop's name, for logs and the `x-deadline-exceeded-by` metadata (1–128 visible ASCII). Default `'service'`. */
+  serviceName?: string | undefined;
+  /** Budget of a call that brought no (trusted) deadline, in ms. Default 15,000. */
+  defaultMs?: number | undefined;
+  /** A caller can never ask for more, in ms. Default 60,000. */
+  maxMs?: number | undefined;
+  /** Below this, the call is answered `DEADLINE_EXCEEDED` at once and the handler not run. Default 10. */
+  minMs?: number | undefined;
+  /**
+   * Budget headers to read besides the protocol's own timeout: `deadline` (`x-request-deadline`), `grpc`,
+   * `connect`, `envoy`. The smallest wins. Default all.
+   */
+  headers?: readonly DeadlineDialect[] | undefined;
+  /**
+   * Whether to honour this caller's deadline. For an untrusted caller the handler's context gets `defaultMs` (the
+   * protocol library still ends the call at the caller's own deadline). Default: trust every caller (clamped to
+   * `maxMs`). A throwing predicate counts as untrusted.
+   */
+  trust?: ((call: Call) => boolean) | undefined;
+  /**
+   * Whether work the handler left running when it answered is cancelled then (Go's rule). Default `false`: it
+   * runs on within the call's deadline. Work of a call that failed — deadline passed, caller cancelled — is
+   * cancelled either way.
+   */
+  cancelOnEnd?: boolean | undefined;
+  /** Writes one line per call at its end: method, budget, elapsed, outcome, status code. Default: none. */
+  logger?: CallLineLogger | undefined;
+}
+
+/** @internal */
+export interface ResolvedIncomingOptions<Call> {
+  hop: string;
+  defaultMs: number;
+  maxMs: number;
+  minMs: number;
+  dialects: readonly DeadlineDialect[];
+  trust: ((call: Call) => boolean) | undefined;
+  cancelOnEnd: boolean;
+  logger: CallLineLogger | undefined;
+}
+
+/** @internal */
+export function resolveIncomingOptions<Call>(
+  options: IncomingCallOptions<Call> | undefined,
+): ResolvedIncomingOptions<Call> {
+  const given = (checkObject('options', options) ?? {}) as IncomingCallOptions<Call>;
+  const range = { min: 1, max: MAX_TIMER_DELAY_MS };
+  const maxMs = checkNumber('maxMs', given.maxMs, range) ?? 60_000;
+  const defaultMs = checkNumber('defaultMs', given.defaultMs, range) ?? Math.min(15_000, maxMs);
+  const minMs = checkNumber('minMs', given.minMs, { min: 0, max: MAX_TIMER_DELAY_MS }) ?? Math.min(10, defaultMs);
+  if (defaultMs > maxMs) throw new InvalidArgumentError('defaultMs', `at most maxMs (${maxMs})`, defaultMs);
+  if (minMs > defaultMs) throw new InvalidArgumentError('minMs', `at most defaultMs (${defaultMs})`, minMs);
+  const dialects = given.headers ?? ALL_DIALECTS;
+  if (!Array.isArray(dialects) || dialects.some((d) => !ALL_DIALECTS.includes(d))) {
+    throw new InvalidArgumentError('headers', `an array of ${ALL_DIALECTS.map((d) => `'${d}'`).join(', ')}`, dialects);
+  }
+  const logger = checkObject('logger', given.logger) as CallLineLogger | undefined;
+  if (logger !== undefined && (typeof logger.info !== 'function' || typeof logger.warn !== 'function')) {
+    throw new InvalidArgumentError('logger', 'a logger with info() and warn() (pino)', logger);
+  }
+  return {
+    hop: checkHop(given.serviceName, 'serviceName') ?? 'service',
+    defaultMs,
+    maxMs,
+    minMs,
+    dialects,
+    trust: checkFunction<(call: Call) => boolean>('trust', given.trust),
+    cancelOnEnd: checkBoolean('cancelOnEnd', given.cancelOnEnd) ?? false,
+    logger,
+  };
+}

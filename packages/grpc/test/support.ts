@@ -1,0 +1,147 @@
+/**
+ * The test service over real grpc-js on loopback: a server whose handlers record what their deadline context looked
+ * like, and clients made with or without the library.
+ */
+import { fileURLToPath } from 'node:url';
+import { currentContext } from '@deadline/core';
+import grpc, { type ServiceError } from '@grpc/grpc-js';
+import { loadSync } from '@grpc/proto-loader';
+import { detachedSeen, events, type Seen, seen } from '../../../test/support/rpc-seen.ts';
+import {
+  deadlineService,
+  type GrpcClientDeadlineOptions,
+  type GrpcServerDeadlineOptions,
+  withDeadline,
+} from '../src/index.ts';
+
+const definition = loadSync(fileURLToPath(new URL('../../../test/fixtures/inventory.proto', import.meta.url)), {
+  keepCase: false,
+  defaults: true,
+});
+const loaded = grpc.loadPackageDefinition(definition) as unknown as {
+  deadline: { test: { Inventory: grpc.ServiceClientConstructor } };
+};
+export const Inventory = loaded.deadline.test.Inventory;
+export { events, next, type Seen } from '../../../test/support/rpc-seen.ts';
+
+type Callback = (error: unknown, value?: unknown) => void;
+type Query = (sql: string) => Promise<{ rowCount: number | null }>;
+
+/** The handlers, bare: what a service looks like before it adopts the library. */
+export function implementation(query?: Query) {
+  return {
+    inspect(call: grpc.ServerUnaryCall<{ wait: boolean; detach: boolean }, Seen>, callback: Callback) {
+      const context = currentContext();
+      events.emit('inspect', context);
+      const detached = call.request.detach ? detachedSeen() : {};
+      if (!call.request.wait) {
+        callback(null, seen(detached));
+        return;
+      }
+      if (context === undefined) {
+        // Served bare: nothing but the caller's cancellation ends the wait.
+        call.once('cancelled', () => events.emit('stopped', 'cancelled'));
+        return;
+      }
+      context.onStop((reason) => {
+        events.emit('stopped', reason);
+        callback(reason);
+      });
+    },
+    async query(call: grpc.ServerUnaryCall<{ sql: string }, { count: number }>, callback: Callback) {
+      try {
+        const result = await (query as Query)(call.request.sql);
+        callback(null, { count: result.rowCount ?? 0 });
+      } catch (error) {
+        events.emit('query-error', error);
+        callback(error);
+      }
+    },
+    ticks(call: grpc.ServerWritableStream<{ count: number; intervalMs: number }, { n: number }>) {
+      let n = 0;
+      const context = currentContext();
+      const timer = setInterval(() => {
+        n++;
+        events.emit('tick', n);
+        call.write({ n });
+        if (call.request.count !== 0 && n >= call.request.count) {
+          clearInterval(timer);
+          call.end();
+        }
+      }, call.request.intervalMs);
+      context?.onStop((reason) => {
+        clearInterval(timer);
+        events.emit('ticks-stopped', { reason, n });
+      });
+    },
+    collect(call: grpc.ServerReadableStream<{ n: number }, Seen>, callback: Callback) {
+      let count = 0;
+      call.on('data', () => {
+        count++;
+        events.emit('collected', currentContext());
+      });
+      call.on('end', () => callback(null, seen({ count })));
+    },
+  };
+}
+
+export interface Served {
+  address: string;
+  server: grpc.Server;
+  close(): Promise<void>;
+}
+
+/** Serves the test service on a loopback port: through `deadlineService` unless `options` is `false`. */
+export async function serve(options: GrpcServerDeadlineOptions | false, query?: Query): Promise<Served> {
+  const server = new grpc.Server();
+  const handlers = implementation(query);
+  server.addService(
+    Inventory.service,
+    (options === false
+      ? handlers
+      : deadlineService(Inventory.service, handlers, options)) as grpc.UntypedServiceImplementation,
+  );
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) =>
+      error === null ? resolve(bound) : reject(error),
+    ),
+  );
+  return {
+    address: `127.0.0.1:${port}`,
+    server,
+    close: () => new Promise<void>((resolve) => server.tryShutdown(() => resolve())),
+  };
+}
+
+export type InventoryClient = grpc.Client & Record<string, (...args: unknown[]) => unknown>;
+
+/** A client of the test service: through `withDeadline` unless `options` is `false`. */
+export function client(
+  address: string,
+  options: GrpcClientDeadlineOptions | false = {},
+  clientOptions: grpc.ClientOptions = {},
+): InventoryClient {
+  const credentials = grpc.credentials.createInsecure();
+  return new Inventory(
+    address,
+    credentials,
+    options === false ? clientOptions : withDeadline(clientOptions, options),
+  ) as InventoryClient;
+}
+
+/** A unary call as a promise: the reply, or the ServiceError. */
+export function unary<T>(
+  client: InventoryClient,
+  method: string,
+  request: object,
+  options: grpc.CallOptions = {},
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    (client[method] as (...args: unknown[]) => unknown)(
+      request,
+      new grpc.Metadata(),
+      options,
+      (error: ServiceError | null, reply: T) => (error === null ? resolve(reply) : reject(error)),
+    );
+  });
+}
