@@ -2,12 +2,14 @@
  * `npm run bench:instructions`: the overhead in instructions per request (callgrind), alone, on this machine's
  * Node and on the pinned newer ones (scripts/node-versions.json: 22, 24 and 26) — for fastify, express and
  * fetch: bare, the floor of any AsyncLocalStorage adapter (or of any undici interceptor), the peer that does
- * less (`@fastify/request-context`), and the library; for the RPC clients (grpc-js, Connect): bare and the library.
+ * less (`@fastify/request-context`), and the library; for the RPC clients (grpc-js, Connect): bare, with a deadline of
+ * their own per call (the floor: what a deadline costs the library underneath), and the library.
  * Printed as one table, written to instructions-report.json.
  *
  * Two counts run at a time (one per core: a count does not move with the load beside it, only the wall time
  * does). `--quick`: a short warm-up and window, a smoke test of the harness, not a measurement. `--node 24,26`:
- * those majors only. `--only fastify,express` (or `grpc,connect`): those frameworks' rows only. `--minimum`: the hand-written
+ * those majors only. `--only fastify,express` (or `grpc,connect`): those frameworks' rows only. `--rpc`: the RPC
+ * clients' rows too (left out by default: they would take the run past 10 minutes). `--minimum`: the hand-written
  * complete minima too (fastify's and express's).
  */
 import { writeFile } from 'node:fs/promises';
@@ -47,8 +49,10 @@ const ROWS: Row[] = [
   { framework: 'fetch', role: 'floor', target: client('fetch + a dispatcher that only forwards') },
   { framework: 'fetch', role: 'library', target: client('fetch + DeadlineDispatcher') },
   { framework: 'grpc', role: 'bare', target: rpcClient('grpc-js client, bare') },
+  { framework: 'grpc', role: 'floor', target: rpcClient('grpc-js client, a deadline per call') },
   { framework: 'grpc', role: 'library', target: rpcClient('grpc-js client + @deadline/grpc') },
   { framework: 'connect', role: 'bare', target: rpcClient('Connect client, bare') },
+  { framework: 'connect', role: 'floor', target: rpcClient('Connect client, a timeoutMs per call') },
   { framework: 'connect', role: 'library', target: rpcClient('Connect client + @deadline/connect') },
 ];
 
@@ -63,9 +67,18 @@ const onlyFrameworks = process.argv.includes('--only')
  * default: a count more per framework and Node.
  */
 const withMinimum = process.argv.includes('--minimum');
+/**
+ * The RPC clients' rows (grpc-js, Connect) run when asked for (`--rpc`, or by name in `--only`): 24 counts, ~13 min
+ * here, which would take the default run past its 10 minutes.
+ */
+const withRpc = process.argv.includes('--rpc');
+const RPC_FRAMEWORKS: Row['framework'][] = ['grpc', 'connect'];
 const rows = ROWS.filter(
   (row) =>
-    (onlyFrameworks === undefined || onlyFrameworks.includes(row.framework)) && (row.role !== 'minimum' || withMinimum),
+    (onlyFrameworks === undefined
+      ? withRpc || !RPC_FRAMEWORKS.includes(row.framework)
+      : onlyFrameworks.includes(row.framework)) &&
+    (row.role !== 'minimum' || withMinimum),
 );
 const onlyMajors = process.argv[process.argv.indexOf('--node') + 1]?.split(',').map(Number);
 /** `v24.22.3` → 24. */

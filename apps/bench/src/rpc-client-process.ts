@@ -13,8 +13,10 @@ import { connectEcho, type EchoCall, grpcEcho, type Side } from './rpc-services.
 /** The client variants counted, each against its stack's bare server. */
 export const RPC_CLIENT_VARIANTS = {
   'grpc-js client, bare': { stack: 'grpc', side: 'bare' },
+  'grpc-js client, a deadline per call': { stack: 'grpc', side: 'deadline' },
   'grpc-js client + @deadline/grpc': { stack: 'grpc', side: 'library' },
   'Connect client, bare': { stack: 'connect', side: 'bare' },
+  'Connect client, a timeoutMs per call': { stack: 'connect', side: 'deadline' },
   'Connect client + @deadline/connect': { stack: 'connect', side: 'library' },
 } as const satisfies Record<string, { stack: 'grpc' | 'connect'; side: Side }>;
 

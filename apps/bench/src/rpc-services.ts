@@ -66,8 +66,15 @@ export const CONNECT_ECHO: DescService = createFileRegistry(
   () => undefined,
 ).getService('bench.Echo') as DescService;
 
-/** Where the library is used, in a server or a client of the benchmark. */
-export type Side = 'bare' | 'library';
+/**
+ * Where the library is used, in a server or a client of the benchmark. `deadline`: a bare client that gives each
+ * call a deadline of its own (10 minutes), as the gRPC guide asks every caller to — the floor under the library's
+ * client, which pays what a deadline costs grpc-js or Connect (a timer, the timeout header) as well as its own work.
+ */
+export type Side = 'bare' | 'deadline' | 'library';
+
+/** The deadline of a `deadline` client's calls: far beyond any run, it never fires. */
+const OWN_DEADLINE_MS = 600_000;
 
 /** Starts the echo servers of both stacks, bare and with the library, on loopback; their ports by name. */
 export async function startEchoServers(): Promise<Record<string, number>> {
@@ -105,13 +112,16 @@ export type EchoCall = () => Promise<unknown>;
 /** A client of the grpc-js echo server on `port`, its calls as promises. */
 export function grpcEcho(port: number, side: Side): { call: EchoCall; close(): void } {
   const credentials = grpc.credentials.createInsecure();
-  const options = side === 'bare' ? {} : withGrpcDeadline({}, { marginMs: 5 });
+  const options = side === 'library' ? withGrpcDeadline({}, { marginMs: 5 }) : {};
   const client = new GrpcEchoClient(`127.0.0.1:${port}`, credentials, options) as unknown as grpc.Client & {
-    echo(ping: Ping, callback: (error: grpc.ServiceError | null, reply: Ping) => void): void;
+    echo(ping: Ping, options: grpc.CallOptions, callback: (error: grpc.ServiceError | null, reply: Ping) => void): void;
   };
+  const own = side === 'deadline';
   const call = () =>
     new Promise<Ping>((resolve, reject) =>
-      client.echo({ n: 1 }, (error, reply) => (error === null ? resolve(reply) : reject(error))),
+      client.echo({ n: 1 }, own ? { deadline: Date.now() + OWN_DEADLINE_MS } : {}, (error, reply) =>
+        error === null ? resolve(reply) : reject(error),
+      ),
     );
   return { call, close: () => client.close() };
 }
@@ -119,9 +129,10 @@ export function grpcEcho(port: number, side: Side): { call: EchoCall; close(): v
 /** A client of the Connect echo server on `port` (the gRPC protocol over HTTP/2). */
 export function connectEcho(port: number, side: Side): { call: EchoCall; close(): void } {
   const bare: Transport = createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}` });
-  const transport = side === 'bare' ? bare : withConnectDeadline(bare, { marginMs: 5 });
+  const transport = side === 'library' ? withConnectDeadline(bare, { marginMs: 5 }) : bare;
   const client = createClient(CONNECT_ECHO, transport) as unknown as Client<DescService> & {
-    echo(ping: Ping): Promise<Ping>;
+    echo(ping: Ping, options?: { timeoutMs?: number }): Promise<Ping>;
   };
-  return { call: () => client.echo({ n: 1 }), close: () => {} };
+  const options = side === 'deadline' ? { timeoutMs: OWN_DEADLINE_MS } : {};
+  return { call: () => client.echo({ n: 1 }, options), close: () => {} };
 }

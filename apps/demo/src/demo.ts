@@ -12,6 +12,7 @@ import { budgetTravels } from './scenarios/budget-travels.js';
 import type { ScenarioContext } from './scenarios/context.js';
 import { databaseStops } from './scenarios/database.js';
 import { detach } from './scenarios/detach.js';
+import { grpcHop } from './scenarios/grpc.js';
 import { inventoryFor } from './scenarios/inventory-outcome.js';
 import { redisBlocking } from './scenarios/redis.js';
 import { retriedPost } from './scenarios/retried-post.js';
@@ -36,6 +37,7 @@ const SCENARIOS: [string, (ctx: ScenarioContext) => Promise<ScenarioTable>][] = 
   ['Redis blocking call', redisBlocking],
   ['The breaker', breaker],
   ['A client times out and retries a POST', retriedPost],
+  ['The budget crosses gRPC', grpcHop],
 ];
 
 export async function runDemo(

@@ -1,7 +1,7 @@
 /**
  * `npm run demo`: a real three-hop service chain on this machine — gateway (fastify) → orders (express) →
  * inventory (fastify) on Postgres, Redis and BullMQ — and what the one request budget changes, measured now:
- * eight tables, one trace's waterfall, and `demo-report.html` with the same as SVG.
+ * nine tables, one trace's waterfall, and `demo-report.html` with the same as SVG.
  */
 import { writeFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';

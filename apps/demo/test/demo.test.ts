@@ -14,7 +14,7 @@ describe.runIf(available)('npm run demo (quick)', () => {
   it('runs every scenario against the real chain', async () => {
     process.env.DATABASE_URL ??= POSTGRES.url;
     result = await runDemo({ quick: true });
-    expect(result.tables.map((table) => table.id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(result.tables.map((table) => table.id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
     for (const table of result.tables) {
       if (table.skipped !== undefined) continue;
       for (const row of table.rows) expect(row).toHaveLength(table.columns.length);
@@ -78,6 +78,19 @@ describe.runIf(available)('npm run demo (quick)', () => {
     expect(table(7).rows[1]?.[2]).toBe(0);
     expect(String(table(7).rows[0]?.[4])).toContain('closed → open');
     expect(String(table(7).rows[2]?.[4])).toContain('→ closed');
+  });
+
+  it('9: over gRPC, the library gives the service what is left and stops its query; a fixed deadline does not', () => {
+    const [fixed, library] = table(9).rows;
+    const given = table(9).columns.indexOf('stock was given (ms)');
+    const dead = table(9).columns.indexOf('dead work after 300 ms (ms)');
+    expect(library?.[given] as number).toBeLessThanOrEqual(300);
+    expect(fixed?.[given] as number).toBeGreaterThan(1_000);
+    expect(String(library?.[table(9).columns.indexOf('answer')])).toMatch(
+      /^DEADLINE_EXCEEDED, (downstream:stock|local)$/,
+    );
+    expect(library?.[dead] as number).toBeLessThan(200);
+    expect(fixed?.[dead] as number).toBeGreaterThan(1_000);
   });
 
   it('the drawn trace crosses all three hops', () => {

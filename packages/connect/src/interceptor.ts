@@ -85,11 +85,23 @@ export function deadlineInterceptor(options?: ConnectServerDeadlineOptions): Int
   };
 }
 
-/** The work's result, or the context's stop reason if it stops first (a handler that ignores its signal). */
+/**
+ * The work's result, or the context's stop reason if it stops first (a handler that ignores its signal). The stop
+ * listener goes when the work settles: a stream reads through here once per message.
+ */
 function untilStopped<T>(incoming: IncomingCall<ConnectRequest>, work: () => Promise<T>): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    incoming.onStop(reject);
-    work().then(resolve, reject);
+    const off = incoming.onStop(reject);
+    work().then(
+      (value) => {
+        off();
+        resolve(value);
+      },
+      (error: unknown) => {
+        off();
+        reject(error);
+      },
+    );
   });
 }
 

@@ -38,7 +38,7 @@ export function withDeadline(transport: Transport, options?: ConnectClientDeadli
     if (timeoutMs !== undefined && timeoutMs < floorMs) return undefined;
     const own = timeoutMs === undefined ? callOptions : { ...callOptions, maxMs: timeoutMs };
     try {
-      return OutgoingCall.start(`${method.parent.typeName}/${method.name}`, own, guard, scope);
+      return OutgoingCall.start(`/${method.parent.typeName}/${method.name}`, own, guard, scope);
     } catch (reason) {
       throw new ConnectError(
         reason instanceof Error ? reason.message : String(reason),
@@ -49,20 +49,28 @@ export function withDeadline(transport: Transport, options?: ConnectClientDeadli
       );
     }
   }
-  function headersFor(call: OutgoingCall, header: Parameters<Transport['unary']>[3]): Headers {
-    const headers = new Headers(header);
-    for (const name in call.headers) headers.set(name, call.headers[name] as string);
-    return headers;
+  /** The caller's headers with the trace added (the budget goes in Connect's own timeout header); as given if none. */
+  function headersFor(
+    call: OutgoingCall,
+    header: Parameters<Transport['unary']>[3],
+  ): Parameters<Transport['unary']>[3] {
+    let headers: Headers | undefined;
+    for (const name in call.headers) {
+      headers ??= new Headers(header);
+      headers.set(name, call.headers[name] as string);
+    }
+    return headers ?? header;
   }
   return {
     async unary(method, signal, timeoutMs, header, input, contextValues) {
       const call = start(method, timeoutMs);
       if (call === undefined) return transport.unary(method, signal, timeoutMs, header, input, contextValues);
-      const linked = new CallSignal(call, signal);
+      // The context's signal only when the caller gave none: reading it makes it (and keeps the context's timer armed).
+      const linked = new CallSignal(call, signal, signal === undefined ? storage.getStore()?.signal : undefined);
       try {
         const response = await transport.unary(
           method,
-          linked.controller.signal,
+          linked.signal,
           call.timeoutMs,
           headersFor(call, header),
           input,
@@ -79,12 +87,13 @@ export function withDeadline(transport: Transport, options?: ConnectClientDeadli
     async stream(method, signal, timeoutMs, header, input, contextValues) {
       const call = start(method, timeoutMs);
       if (call === undefined) return transport.stream(method, signal, timeoutMs, header, input, contextValues);
-      const linked = new CallSignal(call, signal);
+      // The context's signal only when the caller gave none: reading it makes it (and keeps the context's timer armed).
+      const linked = new CallSignal(call, signal, signal === undefined ? storage.getStore()?.signal : undefined);
       let response: Awaited<ReturnType<Transport['stream']>>;
       try {
         response = await transport.stream(
           method,
-          linked.controller.signal,
+          linked.signal,
           call.timeoutMs,
           headersFor(call, header),
           input,

@@ -12,7 +12,7 @@ import {
   runWithDeadline,
 } from '@deadline/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, next, type Protocol, type Served, serve } from './support.ts';
+import { client, events, next, type Protocol, type Served, serve } from './support.ts';
 
 let inventory: Served;
 
@@ -89,10 +89,18 @@ describe.each<Protocol>(['grpc', 'connect'])('a server stream over the %s protoc
     expect((await stopped).reason).toBeInstanceOf(CancelledError);
   });
 
-  it('ends normally when it finishes in time', async () => {
+  it('ends normally when it finishes in time, its context no busier at the last message than at the first', async () => {
     const c = client(inventory.baseUrl, protocol);
-    const { received, error } = await runWithDeadline(2_000, () => drain(c.ticks({ count: 5, intervalMs: 5 })));
+    // What the handler's context has listening, per message: each read is raced against the deadline, and that
+    // race's listener must go with the read, not pile up for the length of the stream.
+    const listening: number[] = [];
+    const onTick = (_n: number, listeners: number) => listening.push(listeners);
+    events.on('tick', onTick);
+    const { received, error } = await runWithDeadline(3_000, () => drain(c.ticks({ count: 100, intervalMs: 1 })));
+    events.off('tick', onTick);
     expect(error).toBeUndefined();
-    expect(received).toBe(5);
+    expect(received).toBe(100);
+    expect(listening).toHaveLength(100);
+    expect(Math.max(...listening)).toBe(listening[0]);
   });
 });

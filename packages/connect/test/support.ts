@@ -58,7 +58,7 @@ function routes(router: ConnectRouter) {
         while (req.count === 0 || n < req.count) {
           await sleep(req.intervalMs, undefined, { signal: ctx.signal });
           n++;
-          events.emit('tick', n);
+          events.emit('tick', n, (currentContext() as unknown as { _listeners?: unknown[] })._listeners?.length ?? 0);
           yield { n };
         }
       } finally {

@@ -39,9 +39,11 @@ export interface OutgoingCallOptions extends PrepareCallOptions {
   defaultMs?: number | undefined;
   /**
    * Whether the call carries budget and trace headers to the next hop (HTTP). A database call sends none:
-   * false skips them, and the `deadline:propagate` event that would announce them. Default true.
+   * false skips them, and the `deadline:propagate` event that would announce them. `'trace'`: an RPC transport
+   * writes the budget itself, from the call's timeout, in its own header (`grpc-timeout`, `Connect-Timeout-Ms`), so
+   * only the trace headers are added; the event still announces the budget. Default true.
    */
-  propagates?: boolean | undefined;
+  propagates?: boolean | 'trace' | undefined;
 }
 
 const noop = () => {};
@@ -89,16 +91,17 @@ export class OutgoingCall {
       const timeoutMs = Math.floor(Math.min(defaultMs, options?.maxMs ?? defaultMs));
       this.timeoutMs = timeoutMs;
       this.remainingMs = Number.POSITIVE_INFINITY;
+      const traceOnly = options?.propagates === 'trace';
       this.headers = {
-        ...prepareCallIn(scope, target, options).headers,
-        ...formatBudgetHeaders(Math.max(1, timeoutMs), options?.dialects),
+        ...prepareCallIn(scope, target, options, !traceOnly).headers,
+        ...(traceOnly ? {} : formatBudgetHeaders(Math.max(1, timeoutMs), options?.dialects)),
       };
     } else if (options?.propagates === false) {
       this.timeoutMs = timeoutIn(scope, target, options);
       this.headers = NO_HEADERS;
       this.remainingMs = scope === undefined ? Number.POSITIVE_INFINITY : scope.deadline.remainingMs();
     } else {
-      const prepared = prepareCallIn(scope, target, options);
+      const prepared = prepareCallIn(scope, target, options, options?.propagates !== 'trace');
       this.timeoutMs = prepared.timeoutMs;
       this.headers = prepared.headers;
       this.remainingMs = scope === undefined ? Number.POSITIVE_INFINITY : scope.deadline.remainingMs();

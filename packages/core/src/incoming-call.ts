@@ -84,9 +84,12 @@ export class IncomingCall<Call> {
     }
   }
 
-  /** Tells `listener` when the context stops before the call ended (its deadline, or the caller cancelled). */
-  onStop(listener: (reason: StopReason) => void): void {
-    this.context.onStop((reason) => {
+  /**
+   * Tells `listener` when the context stops before the call ended (its deadline, or the caller cancelled); returns
+   * the function that takes it off again.
+   */
+  onStop(listener: (reason: StopReason) => void): () => void {
+    return this.context.onStop((reason) => {
       if (!this.#ended) listener(reason);
     });
   }

@@ -18,7 +18,10 @@ export interface OutgoingLimits {
 
 /** The same, checked: the options of each `OutgoingCall` (but for its `maxMs`), and the breaker. @internal */
 export interface ResolvedOutgoingLimits {
-  /** `marginMs`, `minMs` and `defaultMs`, only those given. */
+  /**
+   * `marginMs`, `minMs` and `defaultMs`, only those given, and `propagates: 'trace'`: the RPC library writes the
+   * budget in its own header (`grpc-timeout`, `Connect-Timeout-Ms`), from the timeout it is given.
+   */
   callOptions: OutgoingCallOptions;
   /** The least a call may be given (ms): `minMs`, never below 1. */
   floorMs: number;
@@ -34,6 +37,7 @@ export function resolveOutgoingLimits(options: OutgoingLimits | undefined): Reso
   const defaultMs = checkNumber('defaultMs', options?.defaultMs, { min: 1, max: MAX_TIMER_DELAY_MS });
   return {
     callOptions: {
+      propagates: 'trace',
       ...(marginMs === undefined ? {} : { marginMs }),
       ...(minMs === undefined ? {} : { minMs }),
       ...(defaultMs === undefined ? {} : { defaultMs }),

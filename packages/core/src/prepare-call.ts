@@ -61,12 +61,21 @@ export function prepareCall(target: string, options?: PrepareCallOptions): Prepa
   return prepareCallIn(storage.getStore(), target, options);
 }
 
-/** {@link prepareCall} in `scope`, the current context its caller already read (see `timeoutIn`). @internal */
-export function prepareCallIn(scope: Scope | undefined, target: string, options?: PrepareCallOptions): PreparedCall {
+/**
+ * {@link prepareCall} in `scope`, the current context its caller already read (see `timeoutIn`). `budgetHeaders`
+ * false: the transport writes the budget in a header of its own (an RPC's `grpc-timeout`), only the trace is added.
+ * @internal
+ */
+export function prepareCallIn(
+  scope: Scope | undefined,
+  target: string,
+  options?: PrepareCallOptions,
+  budgetHeaders = true,
+): PreparedCall {
   const timeoutMs = timeoutIn(scope, target, options);
   if (scope === undefined) return { timeoutMs, headers: {} };
   const propagates = !scope.deadline.isNone;
-  const headers = propagates ? formatBudgetHeaders(timeoutMs as number, options?.dialects) : {};
+  const headers = propagates && budgetHeaders ? formatBudgetHeaders(timeoutMs as number, options?.dialects) : {};
   const trace = scope.trace;
   if (trace !== undefined && !openTelemetryPropagates()) {
     headers.traceparent = formatTraceparent(trace);

@@ -1,16 +1,20 @@
 /**
- * One call of a {@link DeadlineChannel}: grpc-js's own call, started with the trace (and budget) metadata, cut off
- * with `cancelWithStatus` when the request's context stops, and ended with a status that says whose deadline fired.
+ * One call of a {@link DeadlineChannel}: grpc-js's own call, started with the trace metadata, cut off with
+ * `cancelWithStatus` when the request's context stops, and ended with a status that says whose deadline fired.
  */
 import type { OutgoingCall } from '@deadline/core/internal';
 import { type Metadata, status as Status, type StatusObject } from '@grpc/grpc-js';
 import type { CallListener, ChannelCall } from './grpc-types.js';
 import { codeOf, exceededBy, FAILURE_STATUS } from './status.js';
 
-/** @internal */
+/**
+ * @internal Also the listener it starts grpc-js's call with (no closures per call): it passes everything on to the
+ * caller's, ending the outgoing call first when the status arrives.
+ */
 export class DeadlineCall implements ChannelCall {
   readonly #inner: ChannelCall;
   readonly #call: OutgoingCall;
+  #listener: CallListener | undefined;
 
   constructor(inner: ChannelCall, call: OutgoingCall) {
     this.#inner = inner;
@@ -19,17 +23,23 @@ export class DeadlineCall implements ChannelCall {
 
   start(metadata: Metadata, listener: CallListener): void {
     const call = this.#call;
+    // The trace only (the budget goes as grpc-timeout, which grpc-js writes from the deadline this call was given).
     for (const name in call.headers) metadata.set(name, call.headers[name] as string);
-    this.#inner.start(metadata, {
-      onReceiveMetadata: (received) => listener.onReceiveMetadata(received),
-      onReceiveMessage: (message) => listener.onReceiveMessage(message),
-      onReceiveStatus: (status) => {
-        this.#end(status);
-        listener.onReceiveStatus(status);
-      },
-    });
+    this.#listener = listener;
+    this.#inner.start(metadata, this);
     // Armed after the start: a stop that is already due cancels a call grpc-js knows about.
     call.onStop((reason) => this.#inner.cancelWithStatus(codeOf(reason), reason.message));
+  }
+
+  onReceiveMetadata(metadata: Metadata): void {
+    this.#listener?.onReceiveMetadata(metadata);
+  }
+  onReceiveMessage(message: unknown): void {
+    this.#listener?.onReceiveMessage(message);
+  }
+  onReceiveStatus(status: StatusObject): void {
+    this.#end(status);
+    this.#listener?.onReceiveStatus(status);
   }
 
   /** Ends the outgoing call with what the status means, and puts that on the status as its `cause`. */
@@ -46,10 +56,10 @@ export class DeadlineCall implements ChannelCall {
       else call.stop(call.downstreamExceeded(hop));
     }
     const reason = call.stopReason;
-    // grpc-js builds the ServiceError from the status's own fields (Object.assign): the cause reaches the caller,
-    // so `findDeadlineError(err)` — and a fastify or express edge's 504 — knows whose deadline fired.
-    if (reason !== undefined && status.cause === undefined) status.cause = reason;
     if (reason !== undefined) {
+      // grpc-js builds the ServiceError from the status's own fields (Object.assign): the cause reaches the caller,
+      // so `findDeadlineError(err)` — and a fastify or express edge's 504 — knows whose deadline fired.
+      status.cause ??= reason;
       call.end(reason);
       return;
     }

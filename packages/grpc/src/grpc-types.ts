@@ -16,6 +16,8 @@ export type CallListener = Parameters<ChannelCall['start']>[1];
 
 /** Milliseconds from now until `deadline` (`Infinity` for none). */
 export function msUntil(deadline: GrpcDeadline): number {
+  // No deadline (grpc-js's default, the common case): no clock to read.
+  if (deadline === Number.POSITIVE_INFINITY) return deadline;
   const at = deadline instanceof Date ? deadline.getTime() : deadline;
   return at - Date.now();
 }
