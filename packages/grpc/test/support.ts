@@ -22,7 +22,7 @@ const loaded = grpc.loadPackageDefinition(definition) as unknown as {
   deadline: { test: { Inventory: grpc.ServiceClientConstructor } };
 };
 export const Inventory = loaded.deadline.test.Inventory;
-export { events, next, type Seen } from '../../../test/support/rpc-seen.ts';
+export { events, next, type Seen, seen } from '../../../test/support/rpc-seen.ts';
 
 type Callback = (error: unknown, value?: unknown) => void;
 type Query = (sql: string) => Promise<{ rowCount: number | null }>;
