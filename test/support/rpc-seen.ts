@@ -17,11 +17,15 @@ export interface Seen {
   detachedHasDeadline: boolean;
 }
 
-/** The current context, as a `Seen` message, with `extra` fields. */
+/**
+ * The current context, as a `Seen` message, with `extra` fields. `budgetMs` is the deadline's, its expiry less its
+ * start (two instants on the monotonic clock, so 1500.0000000000002 for 1500): sent rounded to the nanosecond, so
+ * that a test's bound (≤ 400) holds for a budget of exactly 400.
+ */
 export function seen(extra: Partial<Seen> = {}): Seen {
   const context = currentContext();
   return {
-    budgetMs: context?.deadline.budgetMs ?? -1,
+    budgetMs: context === undefined ? -1 : Math.round(context.deadline.budgetMs * 1e6) / 1e6,
     remainingMs: context?.deadline.remainingMs() ?? -1,
     hop: context?.hop ?? '',
     traceId: context?.trace?.traceId ?? '',

@@ -123,7 +123,7 @@ const done = () => process.stderr.write('\n');
 
 const rpcOverhead = await phase('rpcOverhead', () =>
   measureRpcOverhead(
-    quick ? { rounds: 1, seconds: 1, concurrency: 4 } : { rounds: RPC_ROUNDS, seconds: 1, concurrency: 16 },
+    quick ? { rounds: 1, seconds: 0.25, concurrency: 4 } : { rounds: RPC_ROUNDS, seconds: 1, concurrency: 16 },
     progress,
   ),
 );

@@ -129,7 +129,9 @@ export async function measureRpcOverhead(
   });
   const samples = VARIANTS.map(() => [] as { rps: number; cpuMicros: number }[]);
   try {
-    for (const client of clients) await load(client.call, servers, 1, options.concurrency); // warm-up
+    // Warm-up: 1 s per variant, or a round's length when that is shorter (the quick run's smoke test).
+    const warmUp = Math.min(1, options.seconds);
+    for (const client of clients) await load(client.call, servers, warmUp, options.concurrency);
     for (let round = 1; round <= options.rounds; round++) {
       const order = VARIANTS.map((_, i) => i);
       if (round % 2 === 0) order.reverse();
