@@ -6,7 +6,7 @@
 
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { OutgoingCall } from '@deadline/core/internal';
-import { exceededBy, FAILURE_STATUS } from './errors.js';
+import { codeOf, exceededBy, FAILURE_STATUS } from './errors.js';
 
 const noop = () => {};
 
@@ -65,7 +65,7 @@ export function failed(call: OutgoingCall, error: unknown): unknown {
   const reason = call.stopReason;
   if (reason !== undefined) {
     call.end(reason);
-    const code = codeFor(reason);
+    const code = codeOf(reason);
     // Connect reports an abort of ours as `canceled` (or `unknown`): the code says what happened, the cause why.
     if (error instanceof ConnectError && error.code === code && (error.cause === undefined || error.cause === reason)) {
       error.cause = reason;
@@ -77,8 +77,4 @@ export function failed(call: OutgoingCall, error: unknown): unknown {
   const failure = error instanceof ConnectError ? FAILURE_STATUS.get(error.code) : 500;
   call.end(failure === undefined ? undefined : error, failure);
   return error;
-}
-
-function codeFor(reason: NonNullable<OutgoingCall['stopReason']>): Code {
-  return reason.code === 'ERR_DEADLINE_EXCEEDED' ? Code.DeadlineExceeded : Code.Canceled;
 }
