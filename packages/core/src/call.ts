@@ -374,12 +374,14 @@ export class OutgoingCall {
     });
   }
 
+  /**
+   * The call's error for its context's stop: its message says why, and the context's reason is not made its cause.
+   * Loggers print a cause's message after the error's own (pino's `err` serializer joins the chain with ': '), so it
+   * would say the same twice; and the cause is kept for what a driver adds — the server's confirmation of the stop.
+   */
   #fromContext(reason: StopReason): DeadlineExceededError | CancelledError {
     if (reason instanceof CancelledError) {
-      return new CancelledError(`call to ${this.target} stopped: ${reason.message}`, {
-        reason: reason.reason,
-        cause: reason,
-      });
+      return new CancelledError(`call to ${this.target} stopped: ${reason.message}`, { reason: reason.reason });
     }
     return new DeadlineExceededError({
       budgetMs: reason.budgetMs,
@@ -388,7 +390,6 @@ export class OutgoingCall {
       target: this.target,
       whose: reason.whose,
       hop: reason.hop,
-      cause: reason,
     });
   }
 }

@@ -179,9 +179,8 @@ function expireInside(scope: Scope): void {
 function toStopReason(reason: unknown): StopReason {
   if (reason instanceof DeadlineExceededError || reason instanceof CancelledError) return reason;
   if (typeof reason === 'string') return new CancelledError(reason);
-  if (reason instanceof Error) {
-    return new CancelledError(reason.message, { cause: reason });
-  }
+  // The signal's own error is the cause, whose message loggers print after this one.
+  if (reason instanceof Error) return new CancelledError('cancelled by its signal', { cause: reason });
   return new CancelledError('cancelled', reason === undefined ? undefined : { cause: reason });
 }
 

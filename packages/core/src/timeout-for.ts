@@ -71,7 +71,8 @@ export function timeoutIn(scope: Scope | undefined, target: string, options?: Ti
   if (scope === undefined) return maxMs;
   const stopped = scope.stopReason;
   if (stopped instanceof CancelledError) {
-    throw new CancelledError(`not calling ${target}: ${stopped.message}`, { reason: stopped.reason, cause: stopped });
+    // The why in the message, not as a cause too: loggers print a cause's message after the error's own.
+    throw new CancelledError(`not calling ${target}: ${stopped.message}`, { reason: stopped.reason });
   }
   const deadline = scope.deadline;
   if (deadline.isNone) return maxMs;

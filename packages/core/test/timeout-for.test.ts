@@ -86,7 +86,9 @@ describe('timeoutFor', () => {
       try {
         timeoutFor('db');
       } catch (err) {
+        // The why is said once: in the message, not again as a cause (a logger prints a cause after the message).
         expect(err).toMatchObject({ reason: 'client-disconnected', message: 'not calling db: client gone' });
+        expect((err as Error).cause).toBeUndefined();
       }
     });
     ctx.end();
