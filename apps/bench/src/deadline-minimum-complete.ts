@@ -37,7 +37,7 @@ export function addCompleteDeadlineMinimum(app: FastifyInstance, trust?: (reques
   app.decorateRequest('deadline', null);
   app.addHook('onRequest', (request, reply, next) => {
     const arrivedAt = now();
-    const trusted = trust === undefined || trust(request);
+    const trusted = trust?.(request) ?? false;
     const scope = start(request.headers, trusted, arrivedAt, reply, request.raw.socket);
     (request as { deadline?: unknown }).deadline = scope;
     const outer = chainInContext;

@@ -73,7 +73,7 @@ export function completeDeadlineMinimum(
       als.run(existing as never, next);
       return;
     }
-    const trusted = trust === undefined || trust(req);
+    const trusted = trust?.(req) ?? false;
     const scope = start(req.headers, trusted, arrivedAt, res, req.socket);
     (req as { deadline?: unknown }).deadline = scope;
     // One app here: its prototypes are wrapped at its first request (a library checks which app each request is of).

@@ -263,21 +263,20 @@ export function minimumDeadlines<R>(host: MinimumHost<R>): MinimumDeadlines<R> {
     socket: TrackedSocket,
   ): Scope => {
     let budgetMs = DEFAULT_MS;
-    let source = -1;
-    if (trusted) {
-      const ours = milliseconds(headers['x-request-deadline']);
-      let best = ours;
-      source = ours >= 0 ? 0 : -1;
-      if (
-        headers['grpc-timeout'] !== undefined ||
-        headers['connect-timeout-ms'] !== undefined ||
-        headers['x-envoy-expected-rq-timeout-ms'] !== undefined ||
-        headers['x-request-deadline-at'] !== undefined
-      ) {
-        [best, source] = otherBudgets(headers, ours);
-      }
-      if (best >= 0) budgetMs = Math.min(best, MAX_MS);
+    const ours = milliseconds(headers['x-request-deadline']);
+    let best = ours;
+    let source = ours >= 0 ? 0 : -1;
+    if (
+      headers['grpc-timeout'] !== undefined ||
+      headers['connect-timeout-ms'] !== undefined ||
+      headers['x-envoy-expected-rq-timeout-ms'] !== undefined ||
+      headers['x-request-deadline-at'] !== undefined
+    ) {
+      [best, source] = otherBudgets(headers, ours);
     }
+    // Any caller may shorten the default; only a trusted one lengthen it.
+    if (best >= 0 && (trusted || best <= DEFAULT_MS)) budgetMs = Math.min(best, MAX_MS);
+    else source = -1;
     const registry = (globalThis as { [OTEL_REGISTRY]?: { context?: unknown } })[OTEL_REGISTRY];
     // With OpenTelemetry, its server span is the trace (not counted here: none is registered).
     const header = registry?.context === undefined ? headers.traceparent : undefined;

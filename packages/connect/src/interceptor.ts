@@ -8,6 +8,7 @@ import { Code, ConnectError, type Interceptor, type StreamRequest, type UnaryReq
 import { createBudgetParser, type IncomingCallOptions } from '@deadline/core';
 import { IncomingCall, type ResolvedIncomingOptions, resolveIncomingOptions } from '@deadline/core/internal';
 import { toConnectError } from './errors.js';
+import { abortMeaning } from './protocol-deadline.js';
 
 /**
  * What a Connect handler's call is, as the {@link ConnectServerDeadlineOptions} `trust` predicate sees it.
@@ -33,11 +34,13 @@ export type ConnectServerDeadlineOptions = IncomingCallOptions<ConnectRequest>;
 /**
  * A server interceptor that runs each handler in a deadline context built from its call: the timeout Connect
  * read (`grpc-timeout`, `Connect-Timeout-Ms`) and any budget header (`x-request-deadline`, …), the smallest winning,
- * clamped to `maxMs`, `defaultMs` when none came. The handler's `ctx.signal` is the context's: it aborts when the
- * caller cancels and when the (clamped) deadline passes — then the call is answered `deadline_exceeded`, naming this
- * hop in the `x-deadline-exceeded-by` metadata, and the work the handler started (queries, calls) is stopped. A
- * streaming response is bounded as a whole. An error that is one of ours (or explained by one) is answered with
- * its code ({@link toConnectError}). Put it first in `interceptors`, so the others run in the context too.
+ * `defaultMs` when none came; any caller may shorten `defaultMs`, only one `trust` accepts lengthen it, up to `maxMs`.
+ * A timeout of 0 is refused before the handler runs. The handler's `ctx.signal` is the context's: it aborts when the
+ * caller cancels and when the deadline passes — the caller's own (Connect's timer aborting its signal is that, not
+ * the caller leaving) or a clamped one — then the call is answered `deadline_exceeded`, naming this hop in the
+ * `x-deadline-exceeded-by` metadata, and the work the handler started (queries, calls) is stopped. A streaming
+ * response is bounded as a whole. An error that is one of ours (or explained by one) is answered with its code
+ * ({@link toConnectError}). Put it first in `interceptors`, so the others run in the context too.
  *
  * @example
  * ```ts
@@ -62,7 +65,9 @@ export function deadlineInterceptor(options?: ConnectServerDeadlineOptions): Int
         headers: req.header,
         // Connect's own timeout is in the headers, which the budget parser reads (grpc and connect dialects).
         ownMs: Number.POSITIVE_INFINITY,
+        // Aborted when the caller leaves, and by Connect's own timer for the caller's deadline.
         signal: req.signal,
+        abortMeans: abortMeaning(req.header),
       },
       resolved,
       parser,
@@ -86,12 +91,18 @@ export function deadlineInterceptor(options?: ConnectServerDeadlineOptions): Int
 }
 
 /**
- * The work's result, or the context's stop reason if it stops first (a handler that ignores its signal). The stop
- * listener goes when the work settles: a stream reads through here once per message.
+ * The work's result, or the context's stop reason if it stops first (a handler that ignores its signal). Work whose
+ * context already stopped is not started. The stop listener goes when the work settles: a stream reads through here
+ * once per message.
  */
 function untilStopped<T>(incoming: IncomingCall<ConnectRequest>, work: () => Promise<T>): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const off = incoming.onStop(reject);
+    let stopped = false;
+    const off = incoming.onStop((reason) => {
+      stopped = true;
+      reject(reason);
+    });
+    if (stopped) return;
     work().then(
       (value) => {
         off();
@@ -135,6 +146,9 @@ async function* bounded<T>(
     incoming.end('ok');
   } catch (error) {
     done = true;
+    // The context may have stopped between two reads, the next one then not started: the handler's generator, still
+    // at its `yield`, is told to finish so that its own cleanup runs (a generator that threw is finished already).
+    incoming.context.run(() => iterator.return?.())?.catch(() => {});
     throw answered(incoming, error, options);
   } finally {
     if (!done) {

@@ -24,8 +24,16 @@ let inventory: Served;
 let bare: Served;
 let tight: Served;
 
+/** The callers this service trusts to lengthen their budget: those that say they are internal. */
+const internal = { 'x-internal': '1' };
+
 beforeAll(async () => {
-  inventory = await serve({ serviceName: 'inventory', defaultMs: 1_500, maxMs: 5_000 });
+  inventory = await serve({
+    serviceName: 'inventory',
+    defaultMs: 1_500,
+    maxMs: 5_000,
+    trust: (req) => req.header.get('x-internal') === '1',
+  });
   bare = await serve(false);
   tight = await serve({ serviceName: 'stock', maxMs: 150 });
 });
@@ -124,10 +132,15 @@ describe.each<Protocol>(['grpc', 'connect'])('over the %s protocol', (protocol) 
       expect(seen.traceId).toBe(trace.traceId);
     });
 
-    it('gets the service default without a deadline, and the maximum when it asks for more', async () => {
+    it('gets the service default without a deadline; any caller may shorten it, a trusted one lengthen it', async () => {
       const c = client(inventory.baseUrl, protocol, false);
       expect((await c.inspect({})).budgetMs).toBeCloseTo(1_500, 6);
-      expect((await c.inspect({}, { timeoutMs: 60_000 })).budgetMs).toBeCloseTo(5_000, 6);
+      const shorter = await c.inspect({}, { timeoutMs: 800 });
+      expect(shorter.budgetMs).toBeLessThanOrEqual(800);
+      expect(shorter.budgetMs).toBeGreaterThan(500);
+      // Asking for more than the default: only a trusted caller gets it, up to the maximum.
+      expect((await c.inspect({}, { timeoutMs: 60_000 })).budgetMs).toBeCloseTo(1_500, 6);
+      expect((await c.inspect({}, { timeoutMs: 60_000, headers: internal })).budgetMs).toBeCloseTo(5_000, 6);
     });
 
     it('is answered deadline_exceeded naming this hop when its own (clamped) deadline passes first', async () => {

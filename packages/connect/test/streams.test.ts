@@ -3,7 +3,8 @@
  * deadline, and a caller that cancels mid-stream (itself, or through its request's context) stops the server's work.
  */
 
-import { Code, ConnectError } from '@connectrpc/connect';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Code, ConnectError, createClient, createRouterTransport } from '@connectrpc/connect';
 import {
   CancelledError,
   createContext,
@@ -12,7 +13,8 @@ import {
   runWithDeadline,
 } from '@deadline/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, events, next, type Protocol, type Served, serve } from './support.ts';
+import { deadlineInterceptor } from '../src/index.ts';
+import { client, events, Inventory, next, type Protocol, type Served, serve } from './support.ts';
 
 let inventory: Served;
 
@@ -24,12 +26,15 @@ afterAll(async () => {
 });
 
 /** Reads a stream to its end: the messages, and the error it ended with. */
-async function drain(messages: AsyncIterable<{ n: number }>, onMessage: (n: number) => void = () => {}) {
+async function drain(
+  messages: AsyncIterable<{ n: number }>,
+  onMessage: (n: number) => void | Promise<void> = () => {},
+) {
   let received = 0;
   try {
     for await (const tick of messages) {
       received++;
-      onMessage(tick.n);
+      await onMessage(tick.n);
     }
     return { received, error: undefined };
   } catch (error) {
@@ -103,4 +108,32 @@ describe.each<Protocol>(['grpc', 'connect'])('a server stream over the %s protoc
     expect(listening).toHaveLength(100);
     expect(Math.max(...listening)).toBe(listening[0]);
   });
+});
+
+it('a reader slower than the deadline: the handler’s generator, left at its yield, is told to finish', async () => {
+  // Connect's in-memory router: the real server path, each message pulled when the reader asks for it, so the
+  // deadline passes while the handler's generator waits at a `yield` (on a loaded machine, a network stream does
+  // the same now and then). Its `finally` must run: that is where a handler lets go of what it holds.
+  let finished = 0;
+  const transport = createRouterTransport(
+    (router) =>
+      router.service(Inventory, {
+        async *ticks() {
+          try {
+            for (let n = 1; ; n++) yield { n };
+          } finally {
+            finished++;
+          }
+        },
+      } as never),
+    { router: { interceptors: [deadlineInterceptor({ serviceName: 'inventory', defaultMs: 100 })] } },
+  );
+  const reader = createClient(Inventory, transport) as unknown as {
+    ticks(request: object): AsyncIterable<{ n: number }>;
+  };
+  const { error } = await drain(reader.ticks({}), async () => {
+    await sleep(250);
+  });
+  expect(error?.code).toBe(Code.DeadlineExceeded);
+  await expect.poll(() => finished).toBe(1);
 });

@@ -39,8 +39,10 @@ export const Inventory = createFileRegistry(fromBinary(FileDescriptorSetSchema, 
   'deadline.test.Inventory',
 ) as DescService;
 
-/** The handlers, Connect's way: the signal in `ctx` says when to stop. */
-function routes(router: ConnectRouter) {
+type Query = (sql: string) => Promise<{ rowCount: number | null }>;
+
+/** The handlers, Connect's way: the signal in `ctx` says when to stop. `query`: how the `Query` rpc runs its SQL. */
+const routes = (query?: Query) => (router: ConnectRouter) => {
   router.service(Inventory, {
     async inspect(req: { wait: boolean; detach: boolean }, ctx: HandlerContext) {
       events.emit('inspect', currentContext());
@@ -51,6 +53,15 @@ function routes(router: ConnectRouter) {
         throw ctx.signal.reason;
       }
       return seen(detached);
+    },
+    async query(req: { sql: string }) {
+      try {
+        const result = await (query as Query)(req.sql);
+        return { count: result.rowCount ?? 0 };
+      } catch (error) {
+        events.emit('query-error', error);
+        throw error;
+      }
     },
     async *ticks(req: { count: number; intervalMs: number }, ctx: HandlerContext) {
       let n = 0;
@@ -74,7 +85,7 @@ function routes(router: ConnectRouter) {
       return seen({ count });
     },
   } as never);
-}
+};
 
 export interface Served {
   baseUrl: string;
@@ -82,9 +93,12 @@ export interface Served {
 }
 
 /** Serves the test service on `node:http2`: through `deadlineInterceptor` unless `options` is `false`. */
-export async function serve(options: ConnectServerDeadlineOptions | false): Promise<Served> {
+export async function serve(options: ConnectServerDeadlineOptions | false, query?: Query): Promise<Served> {
   const server = http2.createServer(
-    connectNodeAdapter({ routes, interceptors: options === false ? [] : [deadlineInterceptor(options)] }),
+    connectNodeAdapter({
+      routes: routes(query),
+      interceptors: options === false ? [] : [deadlineInterceptor(options)],
+    }),
   );
   const open = new Set<http2.ServerHttp2Session>();
   sessions.set(server, open);
@@ -123,7 +137,10 @@ export function transport(
 
 export function client(baseUrl: string, protocol: Protocol, options: ConnectClientDeadlineOptions | false = {}) {
   return createClient(Inventory, transport(baseUrl, protocol, options)) as unknown as InventoryClient & {
-    inspect(req: object, options?: { timeoutMs?: number; signal?: AbortSignal }): Promise<Seen>;
+    inspect(
+      req: object,
+      options?: { timeoutMs?: number; signal?: AbortSignal; headers?: Record<string, string> },
+    ): Promise<Seen>;
     ticks(req: object, options?: { timeoutMs?: number; signal?: AbortSignal }): AsyncIterable<{ n: number }>;
     collect(req: AsyncIterable<object>, options?: { timeoutMs?: number }): Promise<Seen>;
   };

@@ -34,9 +34,9 @@ export interface CallLineLogger {
 export interface IncomingCallOptions<Call> {
   /** This hop's name, for logs and the `x-deadline-exceeded-by` metadata (1–128 visible ASCII). Default `'service'`. */
   serviceName?: string | undefined;
-  /** Budget of a call that brought no (trusted) deadline, in ms. Default 15,000. */
+  /** Budget of a call that brought no deadline, and the most an untrusted caller may have, in ms. Default 15,000. */
   defaultMs?: number | undefined;
-  /** A caller can never ask for more, in ms. Default 60,000. */
+  /** A trusted caller can never ask for more, in ms. Default 60,000. */
   maxMs?: number | undefined;
   /** Below this, the call is answered `DEADLINE_EXCEEDED` at once and the handler not run. Default 10. */
   minMs?: number | undefined;
@@ -46,14 +46,15 @@ export interface IncomingCallOptions<Call> {
    */
   headers?: readonly DeadlineDialect[] | undefined;
   /**
-   * Whether to honour this caller's deadline. For an untrusted caller the handler's context gets `defaultMs` (the
-   * protocol library still ends the call at the caller's own deadline). Default: trust every caller (clamped to
-   * `maxMs`). A throwing predicate counts as untrusted.
+   * Whether this caller may lengthen its budget past `defaultMs` (up to `maxMs`). Any other caller may only shorten
+   * it: its handler's context gets the smaller of its deadline and `defaultMs`. Default: no caller is trusted. A
+   * throwing predicate counts as untrusted.
    */
   trust?: ((call: Call) => boolean) | undefined;
   /**
-   * Whether work the handler left running when it answered is cancelled then (Go's rule). Default `false`: it
-   * runs on within the call's deadline. Work of a call that failed — deadline passed, caller cancelled — is
+   * Whether work the handler left running when it answered is cancelled then (Go's rule). Default `false`: it runs
+   * on until the protocol closes the call's exchange, a moment after the answer (grpc-js and connect-node both do
+   * once the status is sent), then stops. Work of a call that failed — deadline passed, caller cancelled — is
    * cancelled either way.
    */
   cancelOnEnd?: boolean | undefined;

@@ -42,6 +42,13 @@ const headerRecord = fc.record(
   { requiredKeys: [] },
 );
 
+/** The headers whose 0 is a timeout already expired (gRPC's, Connect's), and the absolute form's time already past. */
+const ZERO_MEANS_EXPIRED: ReadonlySet<string> = new Set([
+  'grpc-timeout',
+  'connect-timeout-ms',
+  'x-request-deadline-at',
+]);
+
 function sane(ms: number | undefined, max: number): boolean {
   return ms === undefined || (typeof ms === 'number' && !Number.isNaN(ms) && ms >= 0 && ms <= max);
 }
@@ -59,11 +66,12 @@ describe('wire codec properties', () => {
         if (parsed.budgetMs !== undefined) withBudget++;
         return (
           sane(parsed.budgetMs, maxMs) &&
-          // Relative dialects never give 0 (only an absolute time already past may).
-          (parsed.budgetMs !== 0 || parsed.header === 'x-request-deadline-at') &&
+          // 0 (nothing left) only from a header that means "expired" by it: never ours nor Envoy's, where several
+          // systems read 0 as "no timeout".
+          (parsed.budgetMs !== 0 || ZERO_MEANS_EXPIRED.has(parsed.header as string)) &&
           parsed.ignored.every((ignored) => ignored.reason.length > 0) &&
           sane(plain.budgetMs, 2_147_483_647) &&
-          plain.budgetMs !== 0
+          (plain.budgetMs !== 0 || ZERO_MEANS_EXPIRED.has(plain.header as string))
         );
       }),
       { numRuns: RUNS },
@@ -101,14 +109,38 @@ describe('wire codec properties', () => {
     expect(answered).toBeGreaterThan(RUNS / 10);
   });
 
-  it(`${RUNS} random single values: the per-dialect parsers give a positive finite number or undefined`, () => {
+  it(`${RUNS} random single values: X-Request-Deadline is positive or undefined, grpc-timeout never negative`, () => {
     fc.assert(
-      fc.property(headerValue, (value) =>
-        [parseRequestDeadline(value), parseGrpcTimeout(value)].every(
-          (ms) => ms === undefined || (Number.isFinite(ms) && ms > 0),
-        ),
-      ),
+      fc.property(headerValue, (value) => {
+        const ours = parseRequestDeadline(value);
+        const grpc = parseGrpcTimeout(value);
+        return (
+          (ours === undefined || (Number.isFinite(ours) && ours > 0)) &&
+          (grpc === undefined || (Number.isFinite(grpc) && grpc >= 0))
+        );
+      }),
       { numRuns: RUNS },
+    );
+  });
+
+  it(`${RUNS} random zeros and near-zeros: 0 of any unit or width means expired, never "none", never refused`, () => {
+    const zero = fc.tuple(fc.integer({ min: 1, max: 8 }), fc.constantFrom('H', 'M', 'S', 'm', 'u', 'n'));
+    const zeroMs = fc.integer({ min: 1, max: 10 }).map((digits) => '0'.repeat(digits));
+    fc.assert(
+      fc.property(zero, zeroMs, fc.constantFrom('', ' ', '\t'), ([digits, unit], ms, pad) => {
+        const grpc = parseBudget({ 'grpc-timeout': `${pad}${'0'.repeat(digits)}${unit}${pad}` });
+        const connect = parseBudget({ 'connect-timeout-ms': `${pad}${ms}${pad}` });
+        const ours = parseBudget({ 'x-request-deadline': ms, 'x-envoy-expected-rq-timeout-ms': ms });
+        return (
+          grpc.budgetMs === 0 &&
+          grpc.ignored.length === 0 &&
+          connect.budgetMs === 0 &&
+          connect.ignored.length === 0 &&
+          ours.budgetMs === undefined &&
+          ours.ignored.length === 2
+        );
+      }),
+      { numRuns: RUNS / 10 },
     );
   });
 

@@ -56,6 +56,12 @@ describe('grpc-timeout', () => {
     expect(parseGrpcTimeout(value)).toBeUndefined();
   });
 
+  it('reads zero of any unit as 0 ms: a timeout already expired, as gRPC implementations read it', () => {
+    for (const value of ['0H', '0M', '0S', '0m', '0u', '0n', '00000000m', ' 0S\t']) {
+      expect(parseGrpcTimeout(value), value).toBe(0);
+    }
+  });
+
   it('formats in the finest unit that fits 8 digits, rounded down, never 0', () => {
     expect(formatGrpcTimeout(2500)).toBe('2500000u');
     expect(formatGrpcTimeout(99_999.999)).toBe('99999999u');
@@ -96,12 +102,16 @@ describe('parseBudget', () => {
   });
 
   it('sets invalid values aside with a reason, and still uses the valid ones', () => {
-    const parsed = parseBudget({ 'x-request-deadline': '12ms', 'grpc-timeout': '300m', 'connect-timeout-ms': '0' });
+    const parsed = parseBudget({
+      'x-request-deadline': '12ms',
+      'grpc-timeout': '300m',
+      'x-envoy-expected-rq-timeout-ms': '0',
+    });
     expect(parsed.budgetMs).toBe(300);
     expect(parsed.ignored).toEqual([
       { header: 'x-request-deadline', value: '12ms', reason: 'not a whole number of milliseconds' },
       {
-        header: 'connect-timeout-ms',
+        header: 'x-envoy-expected-rq-timeout-ms',
         value: '0',
         reason: 'zero is not a budget (several systems read 0 as "no timeout")',
       },
@@ -129,6 +139,20 @@ describe('parseBudget', () => {
       const parsed = parseBudget({ 'x-request-deadline': value, 'grpc-timeout': value } as never);
       expect(parsed.budgetMs).toBeUndefined();
       expect(parsed.ignored).toHaveLength(2);
+    }
+  });
+
+  it("reads a zero grpc-timeout or Connect-Timeout-Ms as nothing left, and refuses ours and Envoy's zero", () => {
+    expect(parseBudget({ 'connect-timeout-ms': '0' })).toMatchObject({ budgetMs: 0, header: 'connect-timeout-ms' });
+    expect(parseBudget({ 'grpc-timeout': '0n' })).toMatchObject({ budgetMs: 0, header: 'grpc-timeout' });
+    expect(parseBudget(new Headers({ 'Connect-Timeout-Ms': '000' }))).toMatchObject({ budgetMs: 0 });
+    // The smallest wins: a zero beside a real budget is still nothing left.
+    expect(parseBudget({ 'x-request-deadline': '800', 'connect-timeout-ms': '0' }).budgetMs).toBe(0);
+    for (const header of ['x-request-deadline', 'x-envoy-expected-rq-timeout-ms']) {
+      expect(parseBudget({ [header]: '0' }), header).toMatchObject({
+        budgetMs: undefined,
+        ignored: [{ header, value: '0', reason: 'zero is not a budget (several systems read 0 as "no timeout")' }],
+      });
     }
   });
 

@@ -78,8 +78,15 @@ export function deadline(options?: ExpressDeadlineOptions) {
   const trust = resolved.trust;
   // The headers and socket of each request, as the server starts it (see request-start.ts).
   noteRequestStarts();
-  const budgetOf = (req: Request, headers: IncomingHttpHeaders, limits: ResolvedLimits): RequestBudget => {
-    const trusted = trust === undefined || isTrusted(trust, req, requestLogger(req, logger), resolved.hop);
+  // `trustedBefore`: what the app's own middleware decided of this caller, for a router's that has no `trust`.
+  const budgetOf = (
+    req: Request,
+    headers: IncomingHttpHeaders,
+    limits: ResolvedLimits,
+    trustedBefore = false,
+  ): RequestBudget => {
+    const trusted =
+      trust === undefined ? trustedBefore : isTrusted(trust, req, requestLogger(req, logger), resolved.hop);
     return resolveBudget(headers, trusted, parser, limits);
   };
 
@@ -98,7 +105,9 @@ export function deadline(options?: ExpressDeadlineOptions) {
       // A router's own limits: narrow the running deadline, never extend it (a long-lived request has no
       // default budget to narrow).
       if (existing.longLived) existing.context.run(next);
-      else if (existing.narrow(budgetOf(req, headers, resolved.limits), resolved.limits.minMs)) {
+      else if (
+        existing.narrow(budgetOf(req, headers, resolved.limits, existing.budget.trusted), resolved.limits.minMs)
+      ) {
         existing.context.run(next);
       }
       return;

@@ -89,7 +89,14 @@ for (const [name, framework] of [
 
     beforeAll(async () => {
       app.use(pinoHttp({ logger, autoLogging: false }));
-      app.use(deadline({ serviceName: 'orders', defaultMs: 2_000, maxMs: 4_000 }));
+      app.use(
+        deadline({
+          serviceName: 'orders',
+          defaultMs: 2_000,
+          maxMs: 4_000,
+          trust: (req) => req.headers['x-internal'] === '1',
+        }),
+      );
       app.get('/plain', (req, res) => {
         req.log.info('loading the order');
         res.json({ budgetMs: req.deadline?.budget.budgetMs });
@@ -118,8 +125,13 @@ for (const [name, framework] of [
       const report = (await (await request(`${url}/reports/`)).body.json()) as { budgetMs: number; left: number };
       expect(report.budgetMs).toBe(300);
       expect(report.left).toBeLessThanOrEqual(300);
-      const clamped = await request(`${url}/reports/`, { headers: { 'x-request-deadline': '3000' } });
+      // The router has no `trust` of its own: the app's verdict on the caller holds.
+      const clamped = await request(`${url}/reports/`, {
+        headers: { 'x-request-deadline': '3000', 'x-internal': '1' },
+      });
       expect(((await clamped.body.json()) as { budgetMs: number }).budgetMs).toBe(500);
+      const outside = await request(`${url}/reports/`, { headers: { 'x-request-deadline': '3000' } });
+      expect(((await outside.body.json()) as { budgetMs: number }).budgetMs).toBe(300);
       const generous = (await (await request(`${url}/generous/`)).body.json()) as { left: number };
       expect(generous.left).toBeLessThanOrEqual(2_000); // the app's 2 s default still holds
     });
@@ -209,7 +221,7 @@ for (const [name, framework] of [
         await failedLate;
         await new Promise((resolve) => setTimeout(resolve, 20));
         expect(reached).toEqual([]);
-        const ok = await request(`${url2}/ok`, { headers: { 'x-request-deadline': '700', 'x-boom': '1' } });
+        const ok = await request(`${url2}/ok`, { headers: { 'x-request-deadline': '70000', 'x-boom': '1' } });
         expect(await ok.body.json()).toEqual({ budgetMs: 15_000, trusted: false });
         expect(lines.some((l) => l.msg === 'deadline: the trust hook threw')).toBe(true);
       } finally {

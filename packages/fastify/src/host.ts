@@ -1,39 +1,25 @@
 /**
  * How fastify answers for a request whose deadline passed: through the reply (so onSend/onResponse hooks and
- * fastify's own request log still see it), and quietly afterwards.
+ * fastify's own request log still see it), and quietly afterwards. And how it lets go of a request whose client left:
+ * the reply is hijacked, so the handler's failure (the cancellation reaching its query) is not sent through fastify's
+ * error handling to the app's error handler as an unexpected error; the request ends in the plugin's one line.
  */
 import type { CancelledError, DeadlineExceededError } from '@deadline/core';
-import { findDeadlineError } from '@deadline/core';
 import { monotonicNow } from '@deadline/core/internal';
 import type { LineLogger } from '@deadline/server';
 import { deadlineAnswer, type RequestHost, type RequestState } from '@deadline/server/internal';
-import type { FastifyBaseLogger, FastifyReply } from 'fastify';
-
-const ALREADY_SENT = 'FST_ERR_REP_ALREADY_SENT';
-const PROMISE_ERRORED_AFTER_SEND = 'Promise errored, but reply.sent = true was set';
+import type { FastifyReply } from 'fastify';
+import { quietLateReplies } from './late-replies.js';
 
 /**
- * After we answered, the handler's own late `reply.send()` and its rejection (often our own abort reaching it)
- * make fastify log a warning and an error. They say nothing new, so this reply's logger drops exactly those
- * two; everything else goes through. The child shares the parent's prototype chain, as pino's children do.
+ * The plugin's host for `@deadline/server`.
+ *
+ * @example
+ * ```ts
+ * const state = startRequest(request.raw, reply.raw, request.headers, options, fastifyHost, budget, now, limits, reply);
+ * ```
+ * @internal
  */
-function quietLateReplies(reply: FastifyReply): void {
-  const log = reply.log;
-  const quiet: FastifyBaseLogger = Object.create(log);
-  quiet.warn = function warn(this: FastifyBaseLogger, ...args: unknown[]) {
-    const first = args[0] as { err?: { code?: unknown } } | undefined;
-    if (first?.err?.code === ALREADY_SENT) return;
-    return (log.warn as (...a: unknown[]) => void).apply(log, args);
-  } as FastifyBaseLogger['warn'];
-  quiet.error = function error(this: FastifyBaseLogger, ...args: unknown[]) {
-    const first = args[0] as { err?: unknown } | undefined;
-    if (args[1] === PROMISE_ERRORED_AFTER_SEND && findDeadlineError(first?.err) !== undefined) return;
-    return (log.error as (...a: unknown[]) => void).apply(log, args);
-  } as FastifyBaseLogger['error'];
-  reply.log = quiet;
-}
-
-/** @internal */
 export const fastifyHost: RequestHost = {
   answer(state: RequestState, error: DeadlineExceededError | CancelledError): boolean {
     const reply = state.hostData as FastifyReply | undefined;
@@ -52,6 +38,16 @@ export const fastifyHost: RequestHost = {
   logger(state: RequestState): LineLogger | undefined {
     // After the response the reply is let go of (below): the logger was looked up by then.
     return (state.hostData as FastifyReply | undefined)?.request.log;
+  },
+  clientLeft(state: RequestState): void {
+    const reply = state.hostData as FastifyReply | undefined;
+    // Answered already, or taken over by someone else (a websocket): nothing of fastify's is left to run.
+    if (reply === undefined || reply.sent) return;
+    quietLateReplies(reply);
+    // fastify then drops what the handler returns, and logs its rejection (at error level) instead of sending it to
+    // the error handlers: the logger above drops it when it is the cancellation's echo. Its onRequestAbort hooks
+    // run as they would without the plugin; no onResponse, as without it (no response was finished).
+    reply.hijack();
   },
   releasesHostData: true,
 };

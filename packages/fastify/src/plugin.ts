@@ -3,10 +3,11 @@
  * its context (`als.run`, never `enterWith`), and one `preValidation` hook that re-enters the context if a hook
  * of the app's left it. fastify 5 itself keeps it through body parsing (an AsyncResource of the request's);
  * without the hook, 0.2k instructions per request less (Node 20, callgrind), and a callback-style hook of the
- * app's would leave the rest of the chain outside the context.
+ * app's would leave the rest of the chain outside the context. Every route gets them, added before the plugin or
+ * after (fastify binds a context's hooks to its routes when it starts): the order of registration does not matter.
  */
-import { type DeadlineContext, DeadlineExceededError, findDeadlineError, isDeadlineError } from '@deadline/core';
-import { findCircuitRefusal, monotonicNow, type Scope, storage } from '@deadline/core/internal';
+import type { DeadlineContext } from '@deadline/core';
+import { monotonicNow, type Scope, storage } from '@deadline/core/internal';
 import type { DeadlineServerOptions, RequestDeadline, RouteLimits } from '@deadline/server';
 import {
   createParser,
@@ -14,9 +15,7 @@ import {
   isTrusted,
   longLivedLimits,
   type RequestState,
-  type ResolvedLimits,
   resolveBudget,
-  resolveLimits,
   resolveOptions,
   startRequest,
 } from '@deadline/server/internal';
@@ -28,7 +27,10 @@ import type {
   preValidationHookHandler,
 } from 'fastify';
 import fp from 'fastify-plugin';
+import { answerDeadlineErrors, lendStatus } from './deadline-errors.js';
 import { fastifyHost } from './host.js';
+import { RequestSignals } from './request-signal.js';
+import { RoutePlans } from './route-plans.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -66,38 +68,23 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
   }
   const parser = createParser(resolved as never);
   const trust = resolved.trust;
-  // Route limits are checked when the route is added (a bad value fails at startup) and cached per route.
-  const routeLimits = new WeakMap<object, ResolvedLimits>();
-  const limitsOf = (
-    config: { deadline?: RouteLimits | false; url?: string; method?: string } | undefined,
-  ): ResolvedLimits => {
-    if (config?.deadline === undefined) return resolved.limits;
-    let limits = routeLimits.get(config);
-    if (limits === undefined) {
-      limits = resolveLimits(config.deadline, resolved.limits);
-      routeLimits.set(config, limits);
-    }
-    return limits;
-  };
+  // fastify has no route listing; its printed tree says "(empty tree)" when there are none (tested both ways). Routes
+  // added before the plugin (`@fastify/cors`'s `OPTIONS *`) are not seen by `onRoute`: their plans are looked up.
+  const routesBefore = !fastify.printRoutes().includes('(empty tree)');
+  const plans = new RoutePlans(resolved.limits, routesBefore, fastify.initialConfig as { handlerTimeout?: number });
+  const signals = new RequestSignals();
 
   fastify.decorateRequest('deadline', null);
+  signals.install(fastify);
 
-  // fastify has no route listing; its printed tree says "(empty tree)" when there are none (tested both ways).
-  if (!fastify.printRoutes().includes('(empty tree)')) {
-    fastify.log.warn(
-      '@deadline/fastify was registered after some routes: they run with its deadline, but their config.deadline is not read. Register the plugin before your routes.',
-    );
-  }
-  // fastify builds a fresh object on every `request.routeOptions` read: only read it if a route has limits.
-  let anyRouteLimits = false;
   // Upgrade headers are read per request only once a route could be upgraded, or the app names its own.
   let checkLongLived = resolved.longLived !== undefined;
   fastify.addHook('onRoute', (route) => {
     if ((route as { websocket?: unknown }).websocket === true) checkLongLived = true;
-    const limits = route.config?.deadline;
-    if (limits === undefined) return;
-    resolveLimits(limits, resolved.limits, `route ${route.method} ${route.url}: config.deadline.`);
-    anyRouteLimits = true;
+    // A bad config.deadline throws from app.get() / app.route(): the startup fails, naming the route.
+    plans.check(route);
+    // First in fastify's chain of error handlers: deadline errors are answered, the rest go on (deadline-errors.ts).
+    route.errorHandler ??= answerDeadlineErrors;
   });
 
   // The request whose chain runs now, synchronously inside its context's run(): its preValidation hook is still
@@ -106,12 +93,19 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
 
   const onRequest: onRequestHookHandler = (request, reply, next) => {
     const arrivedAt = monotonicNow();
-    let limits = anyRouteLimits ? limitsOf(request.routeOptions.config as never) : resolved.limits;
+    // The route is looked up only once some route may differ from the plugin's options (route-plans.ts).
+    const plan = plans.varies ? plans.of(request) : plans.common;
+    if (plan.error !== undefined) {
+      // A route added before the plugin, with a bad config.deadline: fastify answers 500 with the error naming it.
+      next(plan.error);
+      return;
+    }
+    let limits = plan.limits;
     if (checkLongLived && isLongLived(resolved.longLived, request, request.headers, request.log, resolved.hop)) {
       limits = longLivedLimits(limits);
     }
     // Asked only when there is a predicate: a call never made is not inlined into the hook (response-end.ts).
-    const trusted = trust === undefined || isTrusted(trust, request, request.log, resolved.hop);
+    const trusted = trust !== undefined && isTrusted(trust, request, request.log, resolved.hop);
     const headers = request.headers;
     const budget = resolveBudget(headers, trusted, parser, limits);
     const state = startRequest(
@@ -128,6 +122,7 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
     request.deadline = state;
     // Refused (the budget is below the route's minimum): the 504 is on its way; the chain must not run.
     if (state.outcome !== undefined) return;
+    if (plan.handlerTimeoutMs > 0 && !state.longLived) signals.followHandlerTimeout(request, state);
     const outer = chainInContext;
     chainInContext = state;
     try {
@@ -146,10 +141,9 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
     else state.context.run(next);
   };
 
-  // Deadline errors escaping a handler are answered by fastify's error handling (they carry statusCode 504/499
-  // and X-Deadline-Exceeded-By); this notes it for the request's log line. fastify runs onError hooks before
-  // the error handler, which is what lets a deadline error wrapped by someone else (global fetch's
-  // `TypeError: fetch failed`) lend the wrapper its status and header, so the answer still names the hop.
+  // fastify runs onError hooks before the error handlers: the outcome is noted for the request's log line, and a
+  // deadline error wrapped by someone else (global fetch's `TypeError: fetch failed`) lends the wrapper its status
+  // and header, for the error handlers of routes the plugin did not see.
   const onError: onErrorHookHandler = (request, _reply, error, next) => {
     (request.deadline as RequestState | null)?.recordError(error);
     lendStatus(error);
@@ -163,8 +157,8 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
 };
 
 /**
- * The fastify plugin. Register it once, at the root; every route registered after it runs with a deadline.
- * Per-route limits go in the route's `config.deadline`.
+ * The fastify plugin. Register it once, at the root, before or after the root's routes: each of them, and each
+ * route of a plugin registered after it, runs with a deadline. Per-route limits go in the route's `config.deadline`.
  *
  * @example
  * ```ts
@@ -190,21 +184,4 @@ function withinRequest(store: Scope | undefined, context: DeadlineContext): bool
   if (store.detached) return true;
   for (let at = store.parent; at !== undefined; at = at.parent) if (at === context) return true;
   return false;
-}
-
-/** Gives an error that wraps a deadline error (and has no status of its own) that error's status and headers. */
-function lendStatus(error: Error & { statusCode?: unknown; status?: unknown }): void {
-  if (error.statusCode !== undefined || error.status !== undefined || isDeadlineError(error)) return;
-  const typed = findDeadlineError(error) ?? findCircuitRefusal(error);
-  if (typed === undefined) return;
-  try {
-    Object.defineProperty(error, 'statusCode', { value: typed.statusCode, configurable: true, writable: true });
-    // A deadline error names the hop whose deadline fired; a breaker's refusal says when to come back.
-    const headers = typed instanceof DeadlineExceededError || !isDeadlineError(typed) ? typed.headers : undefined;
-    if (headers !== undefined) {
-      Object.defineProperty(error, 'headers', { value: headers, configurable: true, writable: true });
-    }
-  } catch {
-    // A frozen error keeps its 500.
-  }
 }

@@ -17,7 +17,7 @@ import {
 } from '@grpc/grpc-js';
 import type { GrpcServerCall } from './grpc-types.js';
 import { startCall } from './incoming-call.js';
-import { toGrpcStatus } from './status.js';
+import { codeOf, toGrpcStatus } from './status.js';
 
 /**
  * Options of {@link deadlineService}: the core's options of an incoming RPC call, its `trust` predicate shown the
@@ -38,11 +38,14 @@ type Method = ServiceDefinition[string];
 
 /**
  * Wraps a service implementation so that each call's handler runs in a deadline context built from the call: its
- * deadline (`grpc-timeout`) and any budget metadata (`x-request-deadline`, …), the smallest winning, clamped to
- * `maxMs`, `defaultMs` when none came. The context is cancelled when the caller cancels; when its deadline passes
- * first the call is answered `DEADLINE_EXCEEDED` naming this hop in the `x-deadline-exceeded-by` trailer, and the
- * work the handler started (queries, calls) is stopped. A streaming call is bounded as a whole. An error that is
- * one of ours (or explained by one) is answered with its gRPC status ({@link toGrpcStatus}).
+ * deadline (`grpc-timeout`) and any budget metadata (`x-request-deadline`, …), the smallest winning, `defaultMs` when
+ * none came; any caller may shorten `defaultMs`, only one `trust` accepts lengthen it, up to `maxMs`. A call with no
+ * time left (a `grpc-timeout` of 0) is refused before the handler runs. The context is cancelled when the caller
+ * cancels; when its deadline passes first — the caller's own, 10 ms before grpc-js's timer would answer without the
+ * trailer, or a clamped one — the call is answered `DEADLINE_EXCEEDED` naming this hop in the
+ * `x-deadline-exceeded-by` trailer, and the work the handler started (queries, calls) is stopped with a
+ * `DeadlineExceededError`. A streaming call is bounded as a whole. An error that is one of ours (or explained by one)
+ * is answered with its gRPC status ({@link toGrpcStatus}).
  *
  * @example
  * ```ts
@@ -131,7 +134,10 @@ function streamingHandler(
       const code = stream.pendingStatus?.code ?? Status.OK;
       incoming.end(code, failure ?? (code === Status.OK ? undefined : stream.pendingStatus));
     });
-    stream.once('cancelled', () => incoming.end(Status.CANCELLED, incoming.context.stopReason));
+    stream.once('cancelled', () => {
+      const reason = incoming.context.stopReason;
+      incoming.end(reason === undefined ? Status.CANCELLED : codeOf(reason), reason);
+    });
     if (incoming.refusal !== undefined) {
       fail(incoming.refusal);
       return;

@@ -21,8 +21,16 @@ import { client, events, next, type Seen, type Served, serve, unary } from './su
 let inventory: Served;
 let bare: Served;
 
+/** The callers this service trusts to lengthen their budget: those that say they are internal. */
+const internal = { 'x-internal': '1' };
+
 beforeAll(async () => {
-  inventory = await serve({ serviceName: 'inventory', defaultMs: 1_500, maxMs: 5_000 });
+  inventory = await serve({
+    serviceName: 'inventory',
+    defaultMs: 1_500,
+    maxMs: 5_000,
+    trust: (call) => call.metadata.get('x-internal')[0] === '1',
+  });
   bare = await serve(false);
 });
 afterAll(async () => {
@@ -139,11 +147,17 @@ describe('an incoming call', () => {
     c.close();
   });
 
-  it('gets the service default without a deadline, and the maximum when it asks for more', async () => {
+  it('gets the service default without a deadline; any caller may shorten it, a trusted one lengthen it', async () => {
     const c = client(inventory.address, false);
     expect((await unary<Seen>(c, 'inspect', {})).budgetMs).toBeCloseTo(1_500, 6);
+    const shorter = await unary<Seen>(c, 'inspect', {}, { deadline: Date.now() + 800 });
+    expect(shorter.budgetMs).toBeLessThanOrEqual(800);
+    expect(shorter.budgetMs).toBeGreaterThan(500);
+    // Asking for more than the default: only a trusted caller gets it, up to the maximum.
     const greedy = await unary<Seen>(c, 'inspect', {}, { deadline: Date.now() + 60_000 });
-    expect(greedy.budgetMs).toBeCloseTo(5_000, 6);
+    expect(greedy.budgetMs).toBeCloseTo(1_500, 6);
+    const trusted = await unary<Seen>(c, 'inspect', {}, { deadline: Date.now() + 60_000 }, internal);
+    expect(trusted.budgetMs).toBeCloseTo(5_000, 6);
     c.close();
   });
 

@@ -1,7 +1,8 @@
 /**
  * The library with OpenTelemetry's grpc instrumentation loaded, as services run it: the instrumentation wraps the
  * client's methods and the server's handlers, and writes the trace into the metadata itself; the deadline still
- * bounds each call, a call without time is still not made, and the handler's context is in the caller's trace.
+ * bounds each call, a call without time is still not made, the handler's context is in the caller's trace, and a
+ * caller's own deadline is a deadline on the server's span.
  */
 import { createRequire } from 'node:module';
 import { type currentContext, type DeadlineExceededError, findDeadlineError, runWithDeadline } from '@deadline/core';
@@ -11,6 +12,8 @@ import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { GrpcInstrumentation } from '@opentelemetry/instrumentation-grpc';
 import { InMemorySpanExporter, NodeTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { grpcFrame, inspectRequest } from '../../../test/support/grpc-wire.ts';
+import { rawGrpc, rawSession } from '../../../test/support/raw-http2.ts';
 
 const exporter = new InMemorySpanExporter();
 const provider = new NodeTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
@@ -66,6 +69,23 @@ describe('with @opentelemetry/instrumentation-grpc', () => {
     const [span] = exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.CLIENT);
     expect(span?.attributes['rpc.grpc.status_code']).toBe(grpc.status.DEADLINE_EXCEEDED);
     c.close();
+  });
+
+  it("puts a caller's own deadline on the server's span as DEADLINE_EXCEEDED, not as the caller cancelling", async () => {
+    exporter.reset();
+    // A client without a timer of its own (no gRPC library), so that the server's answer is what ends the call.
+    const session = rawSession(`http://${inventory.address}`);
+    const answer = await rawGrpc(
+      session,
+      '/deadline.test.Inventory/Inspect',
+      { 'grpc-timeout': '100m' },
+      grpcFrame(inspectRequest(true)),
+    );
+    session.close();
+    expect(answer).toMatchObject({ grpcStatus: '4', exceededBy: 'inventory' });
+    await expect.poll(() => exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER)).toHaveLength(1);
+    const [span] = exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER);
+    expect(span?.attributes['rpc.grpc.status_code']).toBe(grpc.status.DEADLINE_EXCEEDED);
   });
 
   it("answers DEADLINE_EXCEEDED naming the hop when the server's deadline passes first", async () => {

@@ -1,6 +1,6 @@
 /**
  * Options are checked once, naming the bad one; the server's `trust` and `logger` options do what they say on a
- * real call.
+ * real call: a caller the service does not trust may shorten its budget, never lengthen it.
  */
 import { InvalidArgumentError, runWithDeadline } from '@deadline/core';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -29,20 +29,43 @@ describe('options', () => {
     bad(() => deadlineService(Inventory.service, implementation(), { logger: {} as never }), 'logger');
   });
 
-  it("trust: an untrusted caller's deadline is not the handler's budget, the service default is", async () => {
+  it('trust: any caller may shorten the default, only a trusted one lengthen it (up to maxMs)', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const record = (line: object) => lines.push(line as Record<string, unknown>);
     const server = await serve({
       serviceName: 'inventory',
       defaultMs: 1_234,
+      maxMs: 5_000,
       trust: (call) => call.metadata.get('x-internal')[0] === '1',
+      logger: { info: record, warn: record },
     });
     servers.push(server);
     const c = client(server.address);
-    const seen = await runWithDeadline(800, () => unary<Seen>(c, 'inspect', {}));
-    expect(seen.budgetMs).toBeCloseTo(1_234, 6);
+    const inspect = (ms: number, metadata: Record<string, string> = {}) =>
+      runWithDeadline(ms, () => unary<Seen>(c, 'inspect', {}, {}, metadata));
+    // Untrusted, shorter than the default: honoured.
+    const shorter = await inspect(800);
+    expect(shorter.budgetMs).toBeLessThanOrEqual(800);
+    expect(shorter.budgetMs).toBeGreaterThan(500);
+    // Untrusted, longer: the default, and the line says what was asked.
+    expect((await inspect(3_000)).budgetMs).toBeCloseTo(1_234, 6);
+    // Trusted: as long as it asks, up to maxMs.
+    const trusted = await inspect(3_000, { 'x-internal': '1' });
+    expect(trusted.budgetMs).toBeLessThanOrEqual(3_000);
+    expect(trusted.budgetMs).toBeGreaterThan(2_500);
+    expect((await inspect(60_000, { 'x-internal': '1' })).budgetMs).toBeCloseTo(5_000, 6);
+    await expect.poll(() => lines.length).toBe(4);
+    expect(lines[0]).toMatchObject({ budgetSource: 'header' });
+    expect(lines[0]?.requestedMs).toBeUndefined();
+    expect(lines[1]).toMatchObject({ budgetSource: 'default', budgetMs: 1_234 });
+    expect(lines[1]?.requestedMs).toBeGreaterThan(2_500);
+    expect(lines[2]).toMatchObject({ budgetSource: 'header' });
+    expect(lines[3]).toMatchObject({ budgetSource: 'header', budgetMs: 5_000 });
+    expect(lines[3]?.requestedMs).toBeGreaterThan(55_000);
     c.close();
   });
 
-  it('a throwing trust predicate counts as untrusted; the call goes on', async () => {
+  it('a throwing trust predicate counts as untrusted: it may shorten the default, not lengthen it', async () => {
     const server = await serve({
       defaultMs: 1_111,
       trust: () => {
@@ -51,7 +74,10 @@ describe('options', () => {
     });
     servers.push(server);
     const c = client(server.address);
-    expect((await runWithDeadline(800, () => unary<Seen>(c, 'inspect', {}))).budgetMs).toBeCloseTo(1_111, 6);
+    expect((await runWithDeadline(3_000, () => unary<Seen>(c, 'inspect', {}))).budgetMs).toBeCloseTo(1_111, 6);
+    const shorter = await runWithDeadline(800, () => unary<Seen>(c, 'inspect', {}));
+    expect(shorter.budgetMs).toBeLessThanOrEqual(800);
+    expect(shorter.budgetMs).toBeGreaterThan(500);
     c.close();
   });
 
@@ -63,7 +89,8 @@ describe('options', () => {
       warn: (line: object, message: string) =>
         lines.push({ level: 'warn', line: line as Record<string, unknown>, message }),
     };
-    const server = await serve({ serviceName: 'stock', maxMs: 100, logger });
+    // Trusted, so that its 2 s are clamped to maxMs (an untrusted caller gets the default, 100 ms here as well).
+    const server = await serve({ serviceName: 'stock', maxMs: 100, trust: () => true, logger });
     servers.push(server);
     const c = client(server.address);
     await runWithDeadline(2_000, () => unary(c, 'inspect', {}));

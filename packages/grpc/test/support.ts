@@ -129,17 +129,20 @@ export function client(
   ) as InventoryClient;
 }
 
-/** A unary call as a promise: the reply, or the ServiceError. */
+/** A unary call as a promise: the reply, or the ServiceError. `metadata`: headers to send, by name. */
 export function unary<T>(
   client: InventoryClient,
   method: string,
   request: object,
   options: grpc.CallOptions = {},
+  metadata: Record<string, string> = {},
 ): Promise<T> {
+  const sent = new grpc.Metadata();
+  for (const [name, value] of Object.entries(metadata)) sent.set(name, value);
   return new Promise<T>((resolve, reject) => {
     (client[method] as (...args: unknown[]) => unknown)(
       request,
-      new grpc.Metadata(),
+      sent,
       options,
       (error: ServiceError | null, reply: T) => (error === null ? resolve(reply) : reject(error)),
     );

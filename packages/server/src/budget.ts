@@ -1,6 +1,7 @@
 /**
- * The budget one request runs with: the caller's (if trusted and valid), else the route's default, clamped
- * to the route's maximum.
+ * The budget one request runs with: the caller's, if valid, else the route's default. A caller the service
+ * trusts may ask for up to the route's maximum; any other caller may only shorten the route's default, never
+ * lengthen it (an internet client cannot buy itself more of the service's time).
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import {
@@ -27,16 +28,19 @@ export interface RequestBudget {
   /** The budget the request runs with, in ms. */
   budgetMs: number;
   /**
-   * `header`: the caller's; `default`: the route's (no trusted, valid header); `none`: a long-lived route
-   * without a caller's budget (`budgetMs` is then `Infinity`).
+   * `header`: the caller's; `default`: the route's (no valid header, or an untrusted caller asking for more than
+   * the default); `none`: a long-lived route without a caller's budget (`budgetMs` is then `Infinity`).
    */
   source: 'header' | 'default' | 'none';
   /** The header it came from, with its raw value. */
   header: BudgetHeader | undefined;
   value: string | undefined;
-  /** What the caller asked for, when more than the route's `maxMs` allowed. */
+  /**
+   * What the caller asked for, when it was more than this hop allowed: the route's `maxMs`, or its `defaultMs` for a
+   * caller not trusted.
+   */
   requestedMs: number | undefined;
-  /** Whether the caller's headers were honoured (`trust`). */
+  /** Whether the service's `trust` accepted the caller: it may lengthen the budget up to `maxMs`. */
   trusted: boolean;
   /** Budget headers present but refused, with the reason. */
   ignored: readonly IgnoredHeader[];
@@ -78,8 +82,9 @@ function askLongLived<Req>(
 }
 
 /**
- * Asks the service's `trust` predicate about a caller. A throwing predicate is reported and the caller is
- * treated as untrusted (the route default applies): a user callback never breaks the request.
+ * Asks the service's `trust` predicate about a caller; without one, no caller is trusted. A throwing predicate is
+ * reported and the caller is treated as untrusted (it may only shorten the route's default): a user callback never
+ * breaks the request.
  * @internal
  */
 export function isTrusted<Req>(
@@ -88,7 +93,7 @@ export function isTrusted<Req>(
   logger: LineLogger | undefined,
   hop: string,
 ): boolean {
-  if (trust === undefined) return true;
+  if (trust === undefined) return false;
   try {
     return Boolean(trust(req));
   } catch (error) {
@@ -127,7 +132,7 @@ export function resolveBudget(
   // parser, which V8 never inlines (too large): its call alone was 0.25k instructions a request (Node 20, callgrind),
   // and its result was copied into a second object. The rest is a call apart: this is inlined where a request
   // starts, and what it brings counts against what V8 inlines there (a path not taken counts, a call does not).
-  const ours = trusted ? ourBudgetAlone(headers) : -1;
+  const ours = ourBudgetAlone(headers);
   if (ours > 0 && parser.acceptsOurs) {
     return headerBudget(
       ours,
@@ -136,27 +141,37 @@ export function resolveBudget(
       undefined,
       NO_IGNORED,
       limits,
+      trusted,
     );
   }
-  return ours === 0 ? defaultBudget(limits, true, NO_IGNORED) : parsedBudget(headers, trusted, parser, limits);
+  return ours === 0 ? defaultBudget(limits, trusted, NO_IGNORED) : parsedBudget(headers, trusted, parser, limits);
 }
 
-/** Any other request: an untrusted caller, or budget headers only the parser reads (and reports on). */
+/** Any other request: budget headers only the parser reads (and reports on). */
 function parsedBudget(
   headers: IncomingHttpHeaders,
   trusted: boolean,
   parser: ServiceParser,
   limits: ResolvedLimits,
 ): RequestBudget {
-  if (!trusted) return defaultBudget(limits, false, NO_IGNORED);
   const parsed = parser.parse(headers);
-  if (parsed.budgetMs === undefined) return defaultBudget(limits, true, parsed.ignored);
-  return headerBudget(parsed.budgetMs, parsed.header, parsed.value, parsed.requestedMs, parsed.ignored, limits);
+  if (parsed.budgetMs === undefined) return defaultBudget(limits, trusted, parsed.ignored);
+  return headerBudget(
+    parsed.budgetMs,
+    parsed.header,
+    parsed.value,
+    parsed.requestedMs,
+    parsed.ignored,
+    limits,
+    trusted,
+  );
 }
 
 /**
- * A caller's budget, clamped to the route's maximum. `requestedMs`: what the caller asked for when the parser's own
- * clamp (2^31−1 ms) cut it already; else the budget itself when this clamp does.
+ * A caller's budget, clamped to the route's maximum — or, for a caller not trusted, to the route's default: it may
+ * shorten the budget, not lengthen it (a long-lived route has no default, so any budget shortens it).
+ * `requestedMs`: what the caller asked for when the parser's own clamp (2^31−1 ms) cut it already; else the budget
+ * itself when this clamp does.
  */
 function headerBudget(
   ms: number,
@@ -165,7 +180,11 @@ function headerBudget(
   requestedMs: number | undefined,
   ignored: readonly IgnoredHeader[],
   limits: ResolvedLimits,
+  trusted: boolean,
 ): RequestBudget {
+  if (!trusted && !limits.longLived && ms > limits.defaultMs) {
+    return { ...defaultBudget(limits, false, ignored), requestedMs: requestedMs ?? ms };
+  }
   const clamped = ms > limits.maxMs;
   return {
     budgetMs: clamped ? limits.maxMs : ms,
@@ -173,7 +192,7 @@ function headerBudget(
     header,
     value,
     requestedMs: requestedMs ?? (clamped ? ms : undefined),
-    trusted: true,
+    trusted,
     ignored,
   };
 }

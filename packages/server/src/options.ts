@@ -22,9 +22,12 @@ import {
  * ```
  */
 export interface RouteLimits {
-  /** Budget when no (trusted) header came, in ms. Default 15,000 (Envoy's default route timeout). */
+  /**
+   * Budget when no valid header came, and the most a caller `trust` does not accept may have, in ms. Default 15,000
+   * (Envoy's default route timeout).
+   */
   defaultMs?: number | undefined;
-  /** A caller can never ask for more, in ms. Default 60,000. */
+  /** A trusted caller can never ask for more, in ms. Default 60,000. */
   maxMs?: number | undefined;
   /** Below this the request is refused at once with 504: work that cannot finish is not started. Default 10. */
   minMs?: number | undefined;
@@ -83,8 +86,10 @@ export interface DeadlineServerOptions<Req = IncomingMessage> extends RouteLimit
   /** Also accept `X-Request-Deadline-At` (epoch ms), minus `skewMs`. Default off. */
   absolute?: { skewMs: number } | false | undefined;
   /**
-   * Whether to honour this caller's deadline headers. For untrusted callers they are ignored and the route's
-   * `defaultMs` applies. Default: trust every caller (their budget is clamped to `maxMs` either way).
+   * Whether this caller may lengthen its budget past the route's `defaultMs` (up to `maxMs`): your own services
+   * behind the edge. Any other caller may only shorten it — the request runs with the smaller of its budget and
+   * `defaultMs` — so an internet client cannot buy itself more of the service's time. Default: no caller is trusted.
+   * A throwing predicate counts as untrusted.
    */
   trust?: ((req: Req) => boolean) | undefined;
   /** Called when a request's deadline passes before its response was sent. A throwing hook is logged, never fatal. */

@@ -114,6 +114,12 @@ export interface RequestHost {
   /** The logger for the request's end-of-request line, if any (looked up when the line is written). */
   logger(state: RequestState): LineLogger | undefined;
   /**
+   * The client closed the connection before the response, just before the request's work is cancelled: a host
+   * whose framework would route the handler's failure to the app's error handler takes the response over here, so
+   * that the request's end is this hop's one line, not an unexpected error (fastify hijacks the reply).
+   */
+  clientLeft?(state: RequestState): void;
+  /**
    * Whether the state lets go of its `hostData` when the response is over (its logger looked up by then, for calls
    * that outlive the request): true where that object holds the whole exchange (fastify's reply). A host that
    * reads `hostData` after the end (express counts the closes there) leaves it unset.
@@ -258,9 +264,13 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
     this.#disown();
     const previous = this.context as Scope;
     const root = this.#root;
-    this.#root = Scope.root(Deadline.NONE, root.trace, this.options.hop);
+    // A caller not trusted that asked for more than the default: on a route without one, its budget only shortens.
+    const asked = this.budget.requestedMs;
+    const budgetMs = asked === undefined ? Number.POSITIVE_INFINITY : Math.min(asked, this.options.limits.maxMs);
+    const deadline = asked === undefined ? Deadline.NONE : Deadline._anchored(this.arrivedAt, budgetMs);
+    this.#root = Scope.root(deadline, root.trace, this.options.hop);
     this.context = this.#root;
-    this.budget = { ...this.budget, budgetMs: Number.POSITIVE_INFINITY, source: 'none' };
+    this.budget = { ...this.budget, budgetMs, source: asked === undefined ? 'none' : 'header' };
     this.#root._own(this);
     if (previous !== root) previous._release(this);
     root._release(this);
@@ -393,6 +403,7 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
   /** The client closed the connection before the response: its work is cancelled. */
   #clientLeft(): void {
     this.outcome = 'cancelled';
+    this.host.clientLeft?.(this);
     const error = new CancelledError('the client closed the connection before the response', {
       reason: 'client-disconnected',
     });

@@ -264,11 +264,22 @@ export function conformanceSuite(harness: Harness): void {
       expect(await line).toMatchObject({ budgetMs: 5_000, clampedFromMs: 999_999 });
     });
 
-    it('ignores the headers of untrusted callers: the route default applies', async () => {
-      const line = nextLine('/context');
+    it('lets an untrusted caller shorten the route default, never lengthen it', async () => {
+      const shorter = nextLine('/context');
       const res = await get('/context', { 'x-request-deadline': '300', 'x-untrusted': '1' });
-      expect(((await res.body.json()) as { budgetMs: number }).budgetMs).toBe(1_500);
-      expect(await line).toMatchObject({ trusted: false, budgetSource: 'default' });
+      expect(((await res.body.json()) as { budgetMs: number }).budgetMs).toBe(300);
+      expect(await shorter).toMatchObject({ trusted: false, budgetSource: 'x-request-deadline', budgetMs: 300 });
+      const grpc = await get('/context', { 'grpc-timeout': '400m', 'x-untrusted': '1' });
+      expect(((await grpc.body.json()) as { budgetMs: number }).budgetMs).toBe(400);
+      const longer = nextLine('/context');
+      const asked = await get('/context', { 'x-request-deadline': '3000', 'x-untrusted': '1' });
+      expect(((await asked.body.json()) as { budgetMs: number }).budgetMs).toBe(1_500);
+      expect(await longer).toMatchObject({
+        trusted: false,
+        budgetSource: 'default',
+        budgetMs: 1_500,
+        clampedFromMs: 3_000,
+      });
     });
 
     it('falls back to the default for every bad header value and never crashes', async () => {

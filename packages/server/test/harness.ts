@@ -65,3 +65,18 @@ export function memoryDestination(lines: LogLine[]): Writable {
 export function deadlineLines(logs: LogLine[]): LogLine[] {
   return logs.filter((line) => typeof line.msg === 'string' && line.msg.startsWith('deadline:'));
 }
+
+/**
+ * The logged error messages that say something twice: pino's `err` serializer joins an error's message and its
+ * causes' with ': ', so a message that repeats its cause's text shows a part twice.
+ */
+export function repeatedMessages(logs: LogLine[]): string[] {
+  const repeated: string[] = [];
+  for (const line of logs) {
+    const message = (line.err as { message?: unknown } | undefined)?.message;
+    if (typeof message !== 'string') continue;
+    const parts = message.split(': ');
+    if (new Set(parts).size !== parts.length) repeated.push(message);
+  }
+  return repeated;
+}

@@ -1,6 +1,9 @@
 /**
  * gRPC's `grpc-timeout`: "TimeoutValue TimeoutUnit", 1–8 ASCII digits and one of `H M S m u n`.
  * https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md
+ *
+ * Zero is a timeout that has already expired, as every gRPC implementation reads it (grpc-go, grpc core, grpc-js:
+ * the call fails `DEADLINE_EXCEEDED` at once), never "no timeout": the header is simply left out for that.
  */
 import { InvalidArgumentError } from '../errors.js';
 import { digitsValue, type Refusal, singleValue } from './header-value.js';
@@ -38,16 +41,18 @@ export function parseGrpcTimeoutValue(raw: unknown): number | Refusal {
     return { refusal: 'not a gRPC timeout (1 to 8 digits and a unit: H, M, S, m, u or n)' };
   }
   // ≤ 99,999,999 H is 3.6e20 ns: above 2^53 the product loses digits, but only far beyond any clamp.
-  return value > 0 ? (value * unit) / NS_PER_MS : { refusal: 'zero is not a budget' };
+  return (value * unit) / NS_PER_MS;
 }
 
 /**
- * Parses a `grpc-timeout` header value to milliseconds (may be fractional). `undefined` if invalid or zero.
+ * Parses a `grpc-timeout` header value to milliseconds (may be fractional). `0` for a zero timeout (of any unit):
+ * already expired. `undefined` if invalid.
  *
  * @example
  * ```ts
  * parseGrpcTimeout('2S');      // 2000
  * parseGrpcTimeout('1500u');   // 1.5
+ * parseGrpcTimeout('0m');      // 0: already expired
  * parseGrpcTimeout('123456789m'); // undefined: 9 digits
  * ```
  */

@@ -31,11 +31,11 @@ export const REQUEST_DEADLINE_AT_HEADER = 'x-request-deadline-at';
  */
 export const GRPC_TIMEOUT_HEADER = 'grpc-timeout';
 /**
- * Connect protocol: whole milliseconds, at most 10 digits.
+ * Connect protocol: whole milliseconds, at most 10 digits; `0` is a timeout that has already expired.
  *
  * @example
  * ```ts
- * const ms = parseRequestDeadline(req.headers[CONNECT_TIMEOUT_HEADER]);
+ * const { budgetMs } = parseBudget({ [CONNECT_TIMEOUT_HEADER]: '0' }); // 0: nothing left
  * ```
  */
 export const CONNECT_TIMEOUT_HEADER = 'connect-timeout-ms';

@@ -1,5 +1,8 @@
 /**
- * Whole-millisecond budgets: `X-Request-Deadline`, `Connect-Timeout-Ms`, Envoy's timeout headers.
+ * Whole-millisecond budgets: `X-Request-Deadline`, `Connect-Timeout-Ms`, Envoy's timeout headers. They differ in one
+ * value only: `0`. Connect reads a `Connect-Timeout-Ms` of 0 as a timeout that has already expired (connect-go and
+ * Connect-ES fail the call `deadline_exceeded` at once), so it is read as 0 ms; ours and Envoy's refuse it, since
+ * several systems read 0 as "no timeout".
  */
 import { InvalidArgumentError } from '../errors.js';
 import { digitsValue, isDigits, type Refusal, singleValue } from './header-value.js';
@@ -14,11 +17,21 @@ const MAX_MS_VALUE = 9_999_999_999;
  * @internal
  */
 export function parseMilliseconds(raw: unknown): number | Refusal {
-  // What arrives nearly always: one value, bare digits. Read at once; anything else (whitespace to trim, a list,
-  // zero) takes the full checks below.
+  const ms = parseTimeoutMilliseconds(raw);
+  return ms === 0 ? { refusal: 'zero is not a budget (several systems read 0 as "no timeout")' } : ms;
+}
+
+/**
+ * Parses a whole number of milliseconds of at most 10 digits, `0` included: `Connect-Timeout-Ms`, whose 0 is a
+ * timeout that has already expired.
+ * @internal
+ */
+export function parseTimeoutMilliseconds(raw: unknown): number | Refusal {
+  // What arrives nearly always: one value, bare digits. Read at once; anything else (whitespace to trim, a list)
+  // takes the full checks below.
   if (typeof raw === 'string') {
     const ms = digitsValue(raw, MAX_MS_DIGITS);
-    if (ms > 0) return ms;
+    if (ms >= 0) return ms;
   }
   const text = singleValue(raw);
   if (typeof text !== 'string') return text;
@@ -26,12 +39,13 @@ export function parseMilliseconds(raw: unknown): number | Refusal {
   if (ms === -1) {
     return { refusal: isDigits(text, 64) ? 'more than 10 digits' : 'not a whole number of milliseconds' };
   }
-  return ms > 0 ? ms : { refusal: 'zero is not a budget (several systems read 0 as "no timeout")' };
+  return ms;
 }
 
 /**
- * Parses an `X-Request-Deadline` (or `Connect-Timeout-Ms`) value: a positive whole number of milliseconds,
- * at most 10 digits, optionally surrounded by spaces. Returns `undefined` for anything else.
+ * Parses an `X-Request-Deadline` value: a positive whole number of milliseconds, at most 10 digits, optionally
+ * surrounded by spaces. Returns `undefined` for anything else, `0` included (a `Connect-Timeout-Ms` of 0, which
+ * means "already expired", is read by the budget parser).
  *
  * @example
  * ```ts

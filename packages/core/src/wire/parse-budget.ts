@@ -18,7 +18,7 @@ import {
 } from './header-names.js';
 import { digitsValue, isDigits, printable, type Refusal, singleValue } from './header-value.js';
 import { type HeaderSource, readHeader } from './headers.js';
-import { MAX_MS_DIGITS, parseMilliseconds } from './milliseconds.js';
+import { MAX_MS_DIGITS, parseMilliseconds, parseTimeoutMilliseconds } from './milliseconds.js';
 
 /**
  * A header that was present but not used, and why.
@@ -45,7 +45,10 @@ export interface IgnoredHeader {
  * ```
  */
 export interface ParsedBudget {
-  /** The smallest valid budget in ms (may be fractional), clamped to `maxMs`; `undefined` if none was valid. */
+  /**
+   * The smallest valid budget in ms (may be fractional), clamped to `maxMs`; `undefined` if none was valid. `0` when
+   * the caller has nothing left: a `grpc-timeout` or `Connect-Timeout-Ms` of zero, an absolute time already past.
+   */
   budgetMs: number | undefined;
   /** The header the budget came from. */
   header: BudgetHeader | undefined;
@@ -117,7 +120,7 @@ interface Reader {
 const READERS: Readonly<Record<DeadlineDialect, Reader>> = {
   deadline: { header: REQUEST_DEADLINE_HEADER, read: (h) => h['x-request-deadline'], parse: parseMilliseconds },
   grpc: { header: GRPC_TIMEOUT_HEADER, read: (h) => h['grpc-timeout'], parse: parseGrpcTimeoutValue },
-  connect: { header: CONNECT_TIMEOUT_HEADER, read: (h) => h['connect-timeout-ms'], parse: parseMilliseconds },
+  connect: { header: CONNECT_TIMEOUT_HEADER, read: (h) => h['connect-timeout-ms'], parse: parseTimeoutMilliseconds },
   envoy: {
     header: ENVOY_EXPECTED_TIMEOUT_HEADER,
     read: (h) => h['x-envoy-expected-rq-timeout-ms'],

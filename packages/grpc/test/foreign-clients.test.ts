@@ -1,0 +1,202 @@
+/**
+ * A grpc-js server, built as the guide says, under clients no one here wrote: Python's grpcio, curl and nghttp, and a
+ * bare HTTP/2 client sending `grpc-timeout` values no gRPC library would. Our own clients cannot show what these do: a
+ * grpc-js or Connect-ES client's own timer fires first and the server's answer is never read. The caller's own
+ * deadline is answered DEADLINE_EXCEEDED naming this hop, before grpc-js's own timer answers without the trailer; the
+ * handler's query stops with a DeadlineExceededError and is gone from pg_stat_activity; the call's line says
+ * `deadline_exceeded`.
+ */
+import { DeadlineExceededError, findDeadlineError } from '@deadline/core';
+import { withDeadline as pgWithDeadline } from '@deadline/pg';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  CURL,
+  curl,
+  grpcio,
+  NGHTTP,
+  nghttp,
+  PYTHON_GRPCIO,
+  requireForeignClients,
+} from '../../../test/support/foreign-clients.ts';
+import { grpcFrame, inspectRequest, queryRequest } from '../../../test/support/grpc-wire.ts';
+import { type RawAnswer, rawGrpc, rawSession } from '../../../test/support/raw-http2.ts';
+import { POSTGRES, requireService } from '../../../test/support/services.ts';
+import { type CallLine, CallLines, type CutOff, cutOffStatement } from '../../../test/support/statement-cut-off.ts';
+import { ServerActivity } from '../../pg/test/support/activity.ts';
+import { events, type Served, serve } from './support.ts';
+
+const available = (await requireService(POSTGRES)) && (await requireForeignClients(PYTHON_GRPCIO, CURL, NGHTTP));
+
+const QUERY = '/deadline.test.Inventory/Query';
+const INSPECT = '/deadline.test.Inventory/Inspect';
+const MAX_MS = 2_000;
+/** What a gRPC client without generated code sends: its budget in grpc-timeout, and nothing else of ours. */
+const GRPC_300MS = { 'content-type': 'application/grpc', te: 'trailers', 'grpc-timeout': '300m' };
+
+describe.runIf(available)('a grpc-js server under clients in other languages', () => {
+  let pool: pg.Pool;
+  let activity: ServerActivity;
+  let inventory: Served;
+  const lines = new CallLines();
+
+  beforeAll(async () => {
+    pool = new pg.Pool({ connectionString: POSTGRES.url, max: 2, application_name: `deadline-grpc-${process.pid}` });
+    activity = await ServerActivity.open();
+    const db = pgWithDeadline(pool, { name: 'inventory-db' });
+    inventory = await serve(
+      {
+        serviceName: 'inventory',
+        defaultMs: 1_000,
+        maxMs: MAX_MS,
+        trust: (call) => call.metadata.get('x-internal')[0] === '1',
+        logger: lines.logger,
+      },
+      (sql) => db.query(sql),
+    );
+  });
+  afterAll(async () => {
+    await inventory?.close();
+    await activity?.end();
+    await pool?.end();
+  });
+
+  /**
+   * The server's side of a call cut off by the caller's 300 ms: the handler's query failed with this hop's deadline,
+   * the line says so, and the statement was gone soon after the 300 ms.
+   */
+  function expectCutOffHere(cut: CutOff<unknown>): void {
+    const typed = findDeadlineError(cut.error);
+    expect(typed).toBeInstanceOf(DeadlineExceededError);
+    expect((typed as DeadlineExceededError).target).toBe('inventory-db');
+    expect(cut.line).toMatchObject({ outcome: 'deadline_exceeded', code: 4, exceededBy: 'inventory' });
+    expect(cut.goneAfterMs).toBeGreaterThan(200);
+    expect(cut.goneAfterMs).toBeLessThan(2_000);
+  }
+
+  it("Python's grpcio, timeout=0.3: DEADLINE_EXCEEDED, and the handler's statement is cut off", async ({
+    annotate,
+  }) => {
+    const cut = await cutOffStatement(activity, lines, (sql) =>
+      grpcio(inventory.address, QUERY, queryRequest(sql), 0.3),
+    );
+    expectCutOffHere(cut);
+    expect(cut.answer.code).toBe('DEADLINE_EXCEEDED');
+    expect(cut.answer.elapsedMs).toBeGreaterThan(250);
+    expect(cut.answer.elapsedMs).toBeLessThan(2_000);
+    await annotate(
+      `grpcio: ${cut.answer.code} "${cut.answer.details}" (trailer: ${cut.answer.trailers['x-deadline-exceeded-by'] ?? 'none'}) after ` +
+        `${Math.round(cut.answer.elapsedMs)} ms; statement gone ${Math.round(cut.goneAfterMs)} ms after the call left`,
+    );
+  });
+
+  it('curl, grpc-timeout: 300m: grpc-status 4 with the trailer naming this hop, before grpc-js answers', async ({
+    annotate,
+  }) => {
+    const cut = await cutOffStatement(activity, lines, (sql) =>
+      curl(`http://${inventory.address}${QUERY}`, GRPC_300MS, grpcFrame(queryRequest(sql))),
+    );
+    expectCutOffHere(cut);
+    expect(cut.answer.status).toBe(200);
+    expect(cut.answer.grpc).toMatchObject({ status: '4', exceededBy: 'inventory' });
+    expect(cut.answer.timeMs).toBeGreaterThan(250);
+    expect(cut.answer.timeMs).toBeLessThan(2_000);
+    await annotate(
+      `curl: grpc-status ${cut.answer.grpc.status}, x-deadline-exceeded-by ${cut.answer.grpc.exceededBy} after ` +
+        `${Math.round(cut.answer.timeMs)} ms; statement gone ${Math.round(cut.goneAfterMs)} ms after the call left`,
+    );
+  });
+
+  it('nghttp, grpc-timeout: 300m: the same, read frame by frame', async ({ annotate }) => {
+    const cut = await cutOffStatement(activity, lines, (sql) =>
+      nghttp(`http://${inventory.address}${QUERY}`, GRPC_300MS, grpcFrame(queryRequest(sql))),
+    );
+    expectCutOffHere(cut);
+    expect(cut.answer.headers[':status']).toBe('200');
+    expect(cut.answer.grpc).toMatchObject({ status: '4', exceededBy: 'inventory' });
+    await annotate(
+      `nghttp: grpc-status ${cut.answer.grpc.status}, x-deadline-exceeded-by ${cut.answer.grpc.exceededBy}; ` +
+        `statement gone ${Math.round(cut.goneAfterMs)} ms after the call left`,
+    );
+  });
+
+  describe('hostile grpc-timeout values from a bare HTTP/2 client', () => {
+    let handled = 0;
+    const onInspect = () => handled++;
+    beforeAll(() => {
+      events.on('inspect', onInspect);
+    });
+    afterAll(() => {
+      events.off('inspect', onInspect);
+    });
+
+    /** One Inspect call with `grpc-timeout: value`, as a caller the service trusts (so that maxMs clamps it). */
+    async function send(
+      value: string | string[],
+    ): Promise<{ answer: RawAnswer; ran: boolean; line: CallLine | undefined }> {
+      const session = rawSession(`http://${inventory.address}`);
+      const before = handled;
+      const seen = lines.lines.length;
+      try {
+        const answer = await rawGrpc(
+          session,
+          INSPECT,
+          { 'grpc-timeout': value, 'x-internal': '1' },
+          grpcFrame(inspectRequest()),
+        );
+        // grpc-js refuses a value it cannot read before any handler runs: no line then.
+        const line = answer.grpcStatus === '13' ? undefined : await lines.after(seen);
+        return { answer, ran: handled > before, line };
+      } finally {
+        session.close();
+      }
+    }
+
+    it('zero of any unit: refused at once, DEADLINE_EXCEEDED naming this hop, the handler not run', async () => {
+      for (const value of ['0H', '0M', '0S', '0m', '0u', '0n', '00000000m', '1n', '999u']) {
+        const { answer, ran, line } = await send(value);
+        expect({ value, status: answer.grpcStatus, by: answer.exceededBy, ran }).toEqual({
+          value,
+          status: '4',
+          by: 'inventory',
+          ran: false,
+        });
+        expect(line, value).toMatchObject({ outcome: 'deadline_exceeded', budgetMs: 0 });
+      }
+    });
+
+    it('more than 2^31−1 ms: never over maxMs; where grpc-js wraps it below 0, refused as no time left', async () => {
+      // grpc-js reads `(value × unit) | 0`: 99999999H is 132,616,576 ms to it, 2147484S is −2,147,483,296.
+      const runs = ['99999999H', '99999999S', '2147483S', '1194H', '4294972S', '123456789m', `${'1'.repeat(40)}m`];
+      for (const value of runs) {
+        const { answer, ran, line } = await send(value);
+        expect({ value, status: answer.grpcStatus, ran }).toEqual({ value, status: '0', ran: true });
+        expect(line, value).toMatchObject({ outcome: 'ok', budgetMs: MAX_MS, budgetSource: 'header' });
+        expect(line?.requestedMs as number, value).toBeGreaterThan(MAX_MS);
+      }
+      for (const value of ['2147484S', '35792M', '597H', '1193H', '9999999H', '99999999M']) {
+        const { answer, ran, line } = await send(value);
+        expect({ value, status: answer.grpcStatus, by: answer.exceededBy, ran }).toEqual({
+          value,
+          status: '4',
+          by: 'inventory',
+          ran: false,
+        });
+        expect(line, value).toMatchObject({ outcome: 'deadline_exceeded', budgetMs: 0 });
+      }
+    });
+
+    it('garbage, overlong, repeated: a proper status every time, never over maxMs, and the server serves on', async () => {
+      const values: (string | string[])[] = ['abc', '5', '', 'm', '1.5S', '10s', '-1m', 'x100my', '100m,200m'];
+      values.push(['1S', '50m'], '9'.repeat(400), `${'1'.repeat(31)}S`);
+      for (const value of values) {
+        const { answer, line } = await send(value);
+        expect(answer.httpStatus, String(value)).toBe(200);
+        expect(['0', '4', '13'], String(value)).toContain(answer.grpcStatus);
+        if (line !== undefined) expect(line.budgetMs as number, String(value)).toBeLessThanOrEqual(MAX_MS);
+      }
+      const { answer } = await send('1S');
+      expect(answer.grpcStatus).toBe('0');
+    });
+  });
+});
