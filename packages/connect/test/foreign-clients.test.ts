@@ -22,9 +22,9 @@ import {
   requireForeignClients,
 } from '../../../test/support/foreign-clients.ts';
 import { grpcFrame, grpcWebTrailers, inspectRequest, queryRequest } from '../../../test/support/grpc-wire.ts';
-import { type RawAnswer, rawGrpc, rawSession } from '../../../test/support/raw-http2.ts';
+import { HostileTimeouts, ZERO_TIMEOUTS } from '../../../test/support/hostile-timeouts.ts';
 import { POSTGRES, requireService } from '../../../test/support/services.ts';
-import { type CallLine, CallLines, type CutOff, cutOffStatement } from '../../../test/support/statement-cut-off.ts';
+import { CallLines, type CutOff, cutOffStatement } from '../../../test/support/statement-cut-off.ts';
 import { ServerActivity } from '../../pg/test/support/activity.ts';
 import { events, type Served, serve } from './support.ts';
 
@@ -193,48 +193,14 @@ describe.runIf(available)('a Connect server under clients in other languages', (
   });
 
   describe('hostile grpc-timeout values from a bare HTTP/2 client', () => {
-    let handled = 0;
-    const onInspect = () => handled++;
-    beforeAll(() => {
-      events.on('inspect', onInspect);
-    });
-    afterAll(() => {
-      events.off('inspect', onInspect);
-    });
-
-    /** One Inspect call with `grpc-timeout: value`, as a caller the service trusts (so that maxMs clamps it). */
-    async function send(
-      value: string | string[],
-    ): Promise<{ answer: RawAnswer; ran: boolean; line: CallLine | undefined }> {
-      const session = rawSession(inventory.baseUrl);
-      const before = handled;
-      const seen = lines.lines.length;
-      try {
-        const answer = await rawGrpc(
-          session,
-          INSPECT,
-          { 'grpc-timeout': value, 'x-internal': '1' },
-          grpcFrame(inspectRequest()),
-        );
-        // Connect refuses a value it cannot read before the interceptor runs: no line then.
-        const line = answer.grpcStatus === '3' ? undefined : await lines.after(seen);
-        return { answer, ran: handled > before, line };
-      } finally {
-        session.close();
-      }
-    }
+    // Connect refuses a value it cannot read before the interceptor runs, with invalid_argument (3).
+    const hostile = new HostileTimeouts(() => inventory.baseUrl, lines, events, '3');
+    beforeAll(() => hostile.start());
+    afterAll(() => hostile.stop());
+    const send = (value: string | string[]) => hostile.send(value);
 
     it('zero of any unit: refused at once, deadline_exceeded naming this hop, the handler not run', async () => {
-      for (const value of ['0H', '0M', '0S', '0m', '0u', '0n', '00000000m', '1n', '999u']) {
-        const { answer, ran, line } = await send(value);
-        expect({ value, status: answer.grpcStatus, by: answer.exceededBy, ran }).toEqual({
-          value,
-          status: '4',
-          by: 'inventory',
-          ran: false,
-        });
-        expect(line, value).toMatchObject({ outcome: 'deadline_exceeded' });
-      }
+      for (const value of ZERO_TIMEOUTS) await hostile.expectRefused(value, 'inventory');
     });
 
     it("more than 2^31−1 ms, which Connect's own timer misfires on: runs, clamped to maxMs", async () => {

@@ -41,7 +41,7 @@ type Method = ServiceDefinition[string];
  * deadline (`grpc-timeout`) and any budget metadata (`x-request-deadline`, …), the smallest winning, `defaultMs` when
  * none came; any caller may shorten `defaultMs`, only one `trust` accepts lengthen it, up to `maxMs`. A call with no
  * time left (a `grpc-timeout` of 0) is refused before the handler runs. The context is cancelled when the caller
- * cancels; when its deadline passes first — the caller's own, 10 ms before grpc-js's timer would answer without the
+ * cancels; when its deadline passes first — the caller's own, 20 ms before grpc-js's timer would answer without the
  * trailer, or a clamped one — the call is answered `DEADLINE_EXCEEDED` naming this hop in the
  * `x-deadline-exceeded-by` trailer, and the work the handler started (queries, calls) is stopped with a
  * `DeadlineExceededError`. A streaming call is bounded as a whole. An error that is one of ours (or explained by one)

@@ -19,17 +19,16 @@ import {
   PYTHON_GRPCIO,
   requireForeignClients,
 } from '../../../test/support/foreign-clients.ts';
-import { grpcFrame, inspectRequest, queryRequest } from '../../../test/support/grpc-wire.ts';
-import { type RawAnswer, rawGrpc, rawSession } from '../../../test/support/raw-http2.ts';
+import { grpcFrame, queryRequest } from '../../../test/support/grpc-wire.ts';
+import { HostileTimeouts, ZERO_TIMEOUTS } from '../../../test/support/hostile-timeouts.ts';
 import { POSTGRES, requireService } from '../../../test/support/services.ts';
-import { type CallLine, CallLines, type CutOff, cutOffStatement } from '../../../test/support/statement-cut-off.ts';
+import { CallLines, type CutOff, cutOffStatement } from '../../../test/support/statement-cut-off.ts';
 import { ServerActivity } from '../../pg/test/support/activity.ts';
 import { events, type Served, serve } from './support.ts';
 
 const available = (await requireService(POSTGRES)) && (await requireForeignClients(PYTHON_GRPCIO, CURL, NGHTTP));
 
 const QUERY = '/deadline.test.Inventory/Query';
-const INSPECT = '/deadline.test.Inventory/Inspect';
 const MAX_MS = 2_000;
 /** What a gRPC client without generated code sends: its budget in grpc-timeout, and nothing else of ours. */
 const GRPC_300MS = { 'content-type': 'application/grpc', te: 'trailers', 'grpc-timeout': '300m' };
@@ -121,47 +120,17 @@ describe.runIf(available)('a grpc-js server under clients in other languages', (
   });
 
   describe('hostile grpc-timeout values from a bare HTTP/2 client', () => {
-    let handled = 0;
-    const onInspect = () => handled++;
-    beforeAll(() => {
-      events.on('inspect', onInspect);
-    });
-    afterAll(() => {
-      events.off('inspect', onInspect);
-    });
-
-    /** One Inspect call with `grpc-timeout: value`, as a caller the service trusts (so that maxMs clamps it). */
-    async function send(
-      value: string | string[],
-    ): Promise<{ answer: RawAnswer; ran: boolean; line: CallLine | undefined }> {
-      const session = rawSession(`http://${inventory.address}`);
-      const before = handled;
-      const seen = lines.lines.length;
-      try {
-        const answer = await rawGrpc(
-          session,
-          INSPECT,
-          { 'grpc-timeout': value, 'x-internal': '1' },
-          grpcFrame(inspectRequest()),
-        );
-        // grpc-js refuses a value it cannot read before any handler runs: no line then.
-        const line = answer.grpcStatus === '13' ? undefined : await lines.after(seen);
-        return { answer, ran: handled > before, line };
-      } finally {
-        session.close();
-      }
-    }
+    // grpc-js refuses a value it cannot read before any handler runs, with INTERNAL (13).
+    const hostile = new HostileTimeouts(() => `http://${inventory.address}`, lines, events, '13');
+    beforeAll(() => hostile.start());
+    afterAll(() => hostile.stop());
+    const send = (value: string | string[]) => hostile.send(value);
 
     it('zero of any unit: refused at once, DEADLINE_EXCEEDED naming this hop, the handler not run', async () => {
-      for (const value of ['0H', '0M', '0S', '0m', '0u', '0n', '00000000m', '1n', '999u']) {
-        const { answer, ran, line } = await send(value);
-        expect({ value, status: answer.grpcStatus, by: answer.exceededBy, ran }).toEqual({
-          value,
-          status: '4',
-          by: 'inventory',
-          ran: false,
-        });
-        expect(line, value).toMatchObject({ outcome: 'deadline_exceeded', budgetMs: 0 });
+      for (const value of ZERO_TIMEOUTS) {
+        // grpc-js reads whole milliseconds: nothing left of any of them.
+        const { line } = await hostile.expectRefused(value, 'inventory');
+        expect(line?.budgetMs, value).toBe(0);
       }
     });
 
@@ -174,15 +143,10 @@ describe.runIf(available)('a grpc-js server under clients in other languages', (
         expect(line, value).toMatchObject({ outcome: 'ok', budgetMs: MAX_MS, budgetSource: 'header' });
         expect(line?.requestedMs as number, value).toBeGreaterThan(MAX_MS);
       }
+      // Wrapped below 0 by grpc-js: no time left.
       for (const value of ['2147484S', '35792M', '597H', '1193H', '9999999H', '99999999M']) {
-        const { answer, ran, line } = await send(value);
-        expect({ value, status: answer.grpcStatus, by: answer.exceededBy, ran }).toEqual({
-          value,
-          status: '4',
-          by: 'inventory',
-          ran: false,
-        });
-        expect(line, value).toMatchObject({ outcome: 'deadline_exceeded', budgetMs: 0 });
+        const { line } = await hostile.expectRefused(value, 'inventory');
+        expect(line?.budgetMs, value).toBe(0);
       }
     });
 
