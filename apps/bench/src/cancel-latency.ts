@@ -32,6 +32,8 @@ import { type LatencyRow, latencyRow, skippedRow } from './precision-stats.js';
 export interface CancelLatencyOptions {
   /** Measured runs per service. */
   runs: number;
+  /** Runs per service before the measured ones, not measured. Default 2; the quick run needs none. */
+  warmupRuns?: number;
 }
 
 export interface CancelLatencyReport {
@@ -44,6 +46,7 @@ export interface CancelLatencyReport {
 }
 
 const BUDGET_MS = 50;
+/** The default of `warmupRuns`. */
 const WARMUP_RUNS = 2;
 /** Polling resumes this long before the deadline, once the statement was seen running. */
 const POLL_AHEAD_MS = 3;
@@ -77,8 +80,9 @@ export async function measureCancelLatency(
       error instanceof Skip ? error.message : `failed: ${describe(error)}`,
     );
   const tick = (label: string) => (run: number) => progress(`cancel latency: ${label}, run ${run}/${options.runs}`);
+  const runs = { measured: options.runs, warmup: options.warmupRuns ?? WARMUP_RUNS };
   try {
-    const { library, floor } = await measurePostgres(options.runs, tick('Postgres'));
+    const { library, floor } = await measurePostgres(runs, tick('Postgres'));
     rows.push(row('postgres', library));
     floors.push(row('postgresFloor', floor));
   } catch (error) {
@@ -90,7 +94,7 @@ export async function measureCancelLatency(
     ['redis', measureRedis],
   ] as const) {
     try {
-      rows.push(row(key, await measure(options.runs, tick(ROWS[key].name.split(':')[0] as string))));
+      rows.push(row(key, await measure(runs, tick(ROWS[key].name.split(':')[0] as string))));
     } catch (error) {
       rows.push(skipped(key, error));
     }
@@ -168,10 +172,16 @@ async function deadlineToGone(start: () => Promise<unknown>, shown: () => Promis
 let markerNumber = 0;
 const newMarker = () => `deadline_bench_${process.pid}_${++markerNumber}`;
 
-async function repeat(runs: number, tick: (run: number) => void, once: () => Promise<number>): Promise<number[]> {
-  for (let i = 0; i < WARMUP_RUNS; i++) await once();
+/** How many runs per service: measured, and before them not measured. */
+interface Runs {
+  measured: number;
+  warmup: number;
+}
+
+async function repeat(runs: Runs, tick: (run: number) => void, once: () => Promise<number>): Promise<number[]> {
+  for (let i = 0; i < runs.warmup; i++) await once();
   const samples: number[] = [];
-  for (let run = 1; run <= runs; run++) {
+  for (let run = 1; run <= runs.measured; run++) {
     if (run === 1 || run % 10 === 0) tick(run);
     samples.push(await once());
   }
@@ -192,7 +202,7 @@ interface Received {
  * then a spin to the exact instant, so no timer lateness is counted in the floor).
  */
 async function measurePostgres(
-  runs: number,
+  runs: Runs,
   tick: (run: number) => void,
 ): Promise<{ library: number[]; floor: number[] }> {
   const url = POSTGRES_URL();
@@ -279,7 +289,7 @@ async function measurePostgres(
       }
     };
     const samples = { library: [] as number[], floor: [] as number[] };
-    for (let run = 1 - WARMUP_RUNS; run <= runs; run++) {
+    for (let run = 1 - runs.warmup; run <= runs.measured; run++) {
       if (run === 1 || run % 10 === 0) tick(run);
       // In turn, and each first every other run: neither gets the quieter moments of a shared machine.
       const [first, second] = run % 2 === 0 ? (['library', 'floor'] as const) : (['floor', 'library'] as const);
@@ -312,7 +322,7 @@ function rawCancel(host: string, port: number, processID: number, secretKey: num
   });
 }
 
-async function measureMysql(runs: number, tick: (run: number) => void): Promise<number[]> {
+async function measureMysql(runs: Runs, tick: (run: number) => void): Promise<number[]> {
   const url = new URL(MYSQL_URL());
   await reachable('MariaDB', url.href);
   const config = {
@@ -353,7 +363,7 @@ async function measureMysql(runs: number, tick: (run: number) => void): Promise<
   }
 }
 
-async function measureRedis(runs: number, tick: (run: number) => void): Promise<number[]> {
+async function measureRedis(runs: Runs, tick: (run: number) => void): Promise<number[]> {
   const url = REDIS_URL();
   await reachable('Redis', url);
   // Fail rather than retry for ever (a service gone away must not hang the benchmark).

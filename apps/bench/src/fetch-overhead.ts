@@ -18,6 +18,8 @@ export interface FetchOverheadOptions {
   seconds: number;
   /** Requests in flight at once. */
   concurrency: number;
+  /** Load per variant before the rounds, not measured (s). Default 1; 0 skips it (the quick run measures nothing). */
+  warmupSeconds?: number;
 }
 
 export interface FetchOverheadRow {
@@ -103,7 +105,10 @@ export async function measureFetchOverhead(
   const samples = new Map<string, { rps: number; cpuMicros: number }[]>(variants.map((v) => [v.name, []]));
   const downstream = await startDownstream();
   try {
-    for (const variant of variants) await load(downstream.url, variant, 1, options.concurrency); // warm-up
+    const warmupSeconds = options.warmupSeconds ?? 1;
+    if (warmupSeconds > 0) {
+      for (const variant of variants) await load(downstream.url, variant, warmupSeconds, options.concurrency);
+    }
     for (let round = 1; round <= options.rounds; round++) {
       const order = round % 2 === 0 ? [...variants].reverse() : variants;
       for (const variant of order) {

@@ -18,6 +18,8 @@ export interface IdempotencyLatencyOptions {
   /** Requests per variant, split over the rounds. */
   requests: number;
   rounds: number;
+  /** Requests per variant before the measured ones, not measured. Default 50; the quick run needs none. */
+  warmup?: number;
 }
 
 /** One variant: latency percentiles, and what it adds to the bare variant's (ms). */
@@ -34,6 +36,8 @@ export interface IdempotencyLatencyRow {
 const POSTGRES_URL = () => process.env.DATABASE_URL ?? process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const REDIS_URL = () => process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const TABLE = `deadline_bench_idempotency_${process.pid}`;
+/** The default of `warmup`. */
+const WARMUP_REQUESTS = 50;
 
 async function server(store: IdempotencyStore | undefined): Promise<{ app: FastifyInstance; url: string }> {
   const app = Fastify();
@@ -83,7 +87,8 @@ export async function measureIdempotencyLatency(
   };
   try {
     // Warm-up: connections, the table's creation, the scripts' loading, the JIT.
-    for (let index = 0; index < live.length; index++) for (let i = 0; i < 50; i++) await send(index);
+    const warmup = options.warmup ?? WARMUP_REQUESTS;
+    for (let index = 0; index < live.length; index++) for (let i = 0; i < warmup; i++) await send(index);
     const perRound = Math.max(1, Math.ceil(options.requests / options.rounds));
     for (let round = 1; round <= options.rounds; round++) {
       progress(`idempotency latency: round ${round}/${options.rounds}`);

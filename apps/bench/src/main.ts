@@ -1,6 +1,7 @@
 /**
  * `npm run bench`: the benchmarks, printed as a table and written to bench-report.json.
- * `--quick` runs each once, briefly: a smoke test that they run, not a measurement.
+ * `--quick` runs each once, briefly, with next to no warm-up: a smoke test that every row is produced, not a
+ * measurement.
  * The overhead counted in instructions per request (valgrind; slow, steady) is `npm run bench:instructions`
  * (instructions-main.ts).
  *
@@ -27,8 +28,11 @@ import { measurePrecision } from './precision.js';
 import type { LatencyRow } from './precision-stats.js';
 import { measureRpcOverhead } from './rpc-overhead.js';
 
-// The load generator runs here; pin it to the core the servers do not use (see overhead.ts).
-if (process.env.DEADLINE_BENCH_PINNED === undefined && canPin()) {
+const quick = process.argv.includes('--quick');
+
+// The load generator runs here; pin it to the core the servers do not use (see overhead.ts). Not in a quick run:
+// it measures nothing, and the pinned second start would load every module again.
+if (!quick && process.env.DEADLINE_BENCH_PINNED === undefined && canPin()) {
   const child = spawnSync('taskset', ['-c', '1', process.execPath, ...process.argv.slice(1)], {
     stdio: 'inherit',
     env: { ...process.env, DEADLINE_BENCH_PINNED: '1' },
@@ -36,7 +40,6 @@ if (process.env.DEADLINE_BENCH_PINNED === undefined && canPin()) {
   process.exit(child.status ?? 1);
 }
 
-const quick = process.argv.includes('--quick');
 const runStarted = performance.now();
 /** Wall time of each benchmark, s, in the order run; `total` is the whole run's. */
 const seconds: Record<string, number> = {};
@@ -49,8 +52,21 @@ async function phase<T>(name: string, run: () => Promise<T>): Promise<T> {
     seconds[name] = Math.round((performance.now() - started) / 100) / 10;
   }
 }
+/**
+ * A quick run's round per variant (s), with no warm-up but one answered request before it (overhead.ts): long
+ * enough for a barely warm server to answer some requests under autocannon (each row's figures must be above 0),
+ * far too short to measure anything.
+ */
+const QUICK_ROUND_SECONDS = 0.25;
+/**
+ * The same for the client-side rows (fetch, RPC), with no warm-up at all: their loops finish every call they
+ * started, so a round of any length counts some.
+ */
+const QUICK_CLIENT_ROUND_SECONDS = 0.1;
 // Full: bounded so that the whole run stays under 10 minutes on 2 cores (the issue's rule).
-const options = quick ? { rounds: 1, seconds: 1, connections: 10 } : { rounds: 7, seconds: 2, connections: 50 };
+const options = quick
+  ? { rounds: 1, seconds: QUICK_ROUND_SECONDS, connections: 10, warmupSeconds: 0 }
+  : { rounds: 7, seconds: 2, connections: 50 };
 /** Client overhead: rounds of 2 s (5 variants). */
 const FETCH_ROUNDS = 5;
 /** RPC overhead: rounds of 1 s (8 variants: grpc-js and Connect, bare and the library at either end or both). */
@@ -102,7 +118,9 @@ console.table(
 );
 const fetchOverhead = await phase('fetchOverhead', () =>
   measureFetchOverhead(
-    quick ? { rounds: 1, seconds: 1, concurrency: 4 } : { rounds: FETCH_ROUNDS, seconds: 2, concurrency: 16 },
+    quick
+      ? { rounds: 1, seconds: QUICK_CLIENT_ROUND_SECONDS, concurrency: 4, warmupSeconds: 0 }
+      : { rounds: FETCH_ROUNDS, seconds: 2, concurrency: 16 },
     (line) => process.stderr.write(`\r${line.padEnd(70)}`),
   ),
 );
@@ -123,7 +141,9 @@ const done = () => process.stderr.write('\n');
 
 const rpcOverhead = await phase('rpcOverhead', () =>
   measureRpcOverhead(
-    quick ? { rounds: 1, seconds: 0.25, concurrency: 4 } : { rounds: RPC_ROUNDS, seconds: 1, concurrency: 16 },
+    quick
+      ? { rounds: 1, seconds: QUICK_CLIENT_ROUND_SECONDS, concurrency: 4, warmupSeconds: 0 }
+      : { rounds: RPC_ROUNDS, seconds: 1, concurrency: 16 },
     progress,
   ),
 );
@@ -141,7 +161,10 @@ console.table(
 );
 
 const precision = await phase('precision', () =>
-  measurePrecision(quick ? { requests: 10, budgets: [100] } : { requests: 200, budgets: [100, 300, 1_000] }, progress),
+  measurePrecision(
+    quick ? { requests: 5, budgets: [100], warmUp: false } : { requests: 200, budgets: [100, 300, 1_000] },
+    progress,
+  ),
 );
 done();
 const latencyTable = (rows: LatencyRow[]) =>
@@ -179,7 +202,9 @@ latencyTable([...precision.expiry.rows, ...precision.expiry.floor, ...precision.
 console.log(`\nBudget lost per hop (fastify → express → fastify, ${precision.hops.sentBudgetMs} ms sent, no margin):`);
 latencyTable(precision.hops.perHop);
 
-const cancel = await phase('cancel', () => measureCancelLatency({ runs: quick ? 5 : 100 }, progress));
+const cancel = await phase('cancel', () =>
+  measureCancelLatency(quick ? { runs: 1, warmupRuns: 0 } : { runs: 100 }, progress),
+);
 done();
 console.log(`\nCancel latency: from the deadline (${cancel.budgetMs} ms budget) to the work gone on the server:`);
 latencyTable(cancel.rows);
@@ -187,7 +212,7 @@ console.log('Floor, measured alternately the same way: a raw CancelRequest sent 
 latencyTable(cancel.floors);
 
 const idempotency = await phase('idempotency', () =>
-  measureIdempotencyLatency(quick ? { requests: 30, rounds: 1 } : { requests: 1_500, rounds: 5 }, progress),
+  measureIdempotencyLatency(quick ? { requests: 3, rounds: 1, warmup: 0 } : { requests: 1_500, rounds: 5 }, progress),
 );
 done();
 console.log('\nIdempotency: latency of a POST with a fresh Idempotency-Key (fastify, sequential, loopback):');
@@ -215,7 +240,7 @@ await writeFile('bench-chart.svg', renderOverloadChart(overload));
 // makes fewer requests within the cap). Full runs only: a quick run must not download anything.
 const finding = quick ? undefined : findNewerNodes(() => {});
 const memory = await phase('memory', () =>
-  measureMemory(quick ? { requests: 5_000 } : { requests: 1_000_000, maxSeconds: MEMORY_MAX_SECONDS }, progress),
+  measureMemory(quick ? { requests: 100 } : { requests: 1_000_000, maxSeconds: MEMORY_MAX_SECONDS }, progress),
 );
 done();
 console.log('\nMemory: requests through fastify + plugin + one outgoing fetch:');

@@ -14,12 +14,15 @@ import { BASELINE, COUNT_ONLY, VARIANTS, type Variant } from './servers.js';
 
 export interface OverheadOptions {
   rounds: number;
+  /** Length of each variant's round (s); under a second (the quick run) is sampled once, over the whole round. */
   seconds: number;
   connections: number;
   /**
    * Load per variant before the rounds, not measured (s). Default 1. Node 22 and 24 keep optimising hot code
    * for tens of thousands of requests (tier-up): rounds measured inside it are mostly compilation, which
-   * shrinks every ratio towards 1 and penalises the variant with more code.
+   * shrinks every ratio towards 1 and penalises the variant with more code. 0 (the quick run, which measures
+   * nothing): one request per server instead, awaited however long it takes, so that no round (a short one)
+   * opens on a server that has never answered — its first answer can take longer than the round on a busy machine.
    */
   warmupSeconds?: number;
 }
@@ -86,13 +89,20 @@ function cpuMicros(pid: number | undefined): number | undefined {
 }
 /** USER_HZ: 100 on every Linux this runs on. */
 const CLOCK_TICKS = 100;
+/**
+ * autocannon's sample (ms): it counts requests per sample and stops only at a sample's end. A round shorter than
+ * this (the quick run) is sampled once over its own length, so that it ends when asked, not a second later.
+ */
+const SAMPLE_MS = 1_000;
 
 async function load(url: string, seconds: number, connections: number, pid: number | undefined) {
+  const sampleMs = Math.min(SAMPLE_MS, seconds * 1000);
   const cpuBefore = cpuMicros(pid);
   const result = await autocannon({
     url,
     connections,
     duration: seconds,
+    sampleInt: sampleMs,
     // The propagated case: every request carries a budget the server has to parse.
     headers: { 'x-request-deadline': '5000' },
   });
@@ -102,7 +112,15 @@ async function load(url: string, seconds: number, connections: number, pid: numb
   }
   const cpu =
     cpuBefore === undefined || cpuAfter === undefined ? undefined : (cpuAfter - cpuBefore) / result.requests.total;
-  return { rps: result.requests.average, p99: result.latency.p99, cpu };
+  // Requests per sample, averaged over the samples, per second of sample.
+  return { rps: result.requests.average / (sampleMs / 1000), p99: result.latency.p99, cpu };
+}
+
+/** One request, awaited however long a cold server takes to answer it. */
+async function firstAnswer(url: string): Promise<void> {
+  const res = await fetch(url, { headers: { 'x-request-deadline': '5000' } });
+  await res.arrayBuffer();
+  if (res.status !== 200) throw new Error(`${url}: status ${res.status}`);
 }
 
 export async function measureOverhead(
@@ -121,7 +139,11 @@ export async function measureOverhead(
   try {
     for (const variant of variants) servers.set(variant, await startServer(variant));
     // Warm-up: JIT and connection pools, not measured.
-    for (const variant of variants) await run(variant, options.warmupSeconds ?? 1);
+    const warmupSeconds = options.warmupSeconds ?? 1;
+    for (const variant of variants) {
+      if (warmupSeconds > 0) await run(variant, warmupSeconds);
+      else await firstAnswer((servers.get(variant) as { url: string }).url);
+    }
     for (let round = 1; round <= options.rounds; round++) {
       // Alternate the order each round so no variant always runs right after the same neighbour.
       const order = round % 2 === 0 ? [...variants].reverse() : variants;

@@ -41,7 +41,8 @@ if (typeof parsed === 'string') {
 }
 
 // The load generator runs here; pin it to one core, as `npm run bench` does (the chain's processes widen again).
-if (process.env.DEADLINE_BENCH_PINNED === undefined && canPin()) {
+// Not in a quick run, as there: it measures nothing, and the pinned second start would load every module again.
+if (!parsed.quick && process.env.DEADLINE_BENCH_PINNED === undefined && canPin()) {
   const child = spawnSync('taskset', ['-c', '1', process.execPath, ...process.argv.slice(1)], {
     stdio: 'inherit',
     env: { ...process.env, DEADLINE_BENCH_PINNED: '1' },

@@ -48,6 +48,11 @@ export interface PrecisionOptions {
   requests: number;
   /** Budgets (ms) whose expiry is measured. */
   budgets: number[];
+  /**
+   * Warm up before measuring: a batch per variant, and `CHAIN_WARMUP` runs of the chain. Default true; the quick
+   * run skips it (it measures nothing).
+   */
+  warmUp?: boolean;
 }
 
 /** Client-observed expiry − budget, for one budget (ms). */
@@ -156,7 +161,7 @@ export async function measurePrecision(
   progress: (line: string) => void,
 ): Promise<PrecisionReport> {
   const expiry = await measureExpiry(options, progress);
-  const hops = await measureHops(options.requests, progress);
+  const hops = await measureHops(options.requests, options.warmUp === false ? 0 : CHAIN_WARMUP, progress);
   return { expiry, hops };
 }
 
@@ -349,7 +354,9 @@ async function measureExpiry(options: PrecisionOptions, progress: (line: string)
   let conditions: ExpiryConditions;
   try {
     // Warm-up: JIT, the interceptor's paths, connection setup. Not measured.
-    for (const variant of variants) await batch(variant, Math.min(...options.budgets), batchSize);
+    if (options.warmUp !== false) {
+      for (const variant of variants) await batch(variant, Math.min(...options.budgets), batchSize);
+    }
     loopDelay.reset();
     batchWindows = [];
     switches = 0;
@@ -453,7 +460,7 @@ async function listenFastify(app: FastifyInstance): Promise<string> {
   return `http://127.0.0.1:${port}/`;
 }
 
-async function measureHops(runs: number, progress: (line: string) => void) {
+async function measureHops(runs: number, warmupRuns: number, progress: (line: string) => void) {
   const agents = [new Agent(), new Agent()];
   const client = new Agent();
   const [agentA, agentB] = agents as [Agent, Agent];
@@ -506,7 +513,7 @@ async function measureHops(runs: number, progress: (line: string) => void) {
       }
       return body.hops;
     };
-    for (let i = 0; i < CHAIN_WARMUP; i++) await throughChain();
+    for (let i = 0; i < warmupRuns; i++) await throughChain();
     for (let run = 1; run <= runs; run++) {
       if (run % 20 === 1) progress(`precision: three-hop chain, run ${run}/${runs}`);
       views.push(await throughChain());

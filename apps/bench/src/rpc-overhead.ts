@@ -18,6 +18,11 @@ export interface RpcOverheadOptions {
   seconds: number;
   /** Calls in flight at once. */
   concurrency: number;
+  /**
+   * Calls per variant before the rounds, not measured (s). Default: 1, or a round's length when that is shorter;
+   * 0 skips it (the quick run measures nothing).
+   */
+  warmupSeconds?: number;
 }
 
 export interface RpcOverheadRow {
@@ -129,9 +134,9 @@ export async function measureRpcOverhead(
   });
   const samples = VARIANTS.map(() => [] as { rps: number; cpuMicros: number }[]);
   try {
-    // Warm-up: 1 s per variant, or a round's length when that is shorter (the quick run's smoke test).
-    const warmUp = Math.min(1, options.seconds);
-    for (const client of clients) await load(client.call, servers, warmUp, options.concurrency);
+    // Warm-up: 1 s per variant, or a round's length when that is shorter.
+    const warmUp = options.warmupSeconds ?? Math.min(1, options.seconds);
+    if (warmUp > 0) for (const client of clients) await load(client.call, servers, warmUp, options.concurrency);
     for (let round = 1; round <= options.rounds; round++) {
       const order = VARIANTS.map((_, i) => i);
       if (round % 2 === 0) order.reverse();

@@ -18,7 +18,7 @@ import {
 import { CircuitBreaker, CircuitOpenError } from '@deadline/resilience';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fromConnectError } from '../src/index.ts';
-import { client, events, next, type Protocol, type Served, serve } from './support.ts';
+import { client, events, leftAfter, next, type Protocol, type Served, serve } from './support.ts';
 
 let inventory: Served;
 let bare: Served;
@@ -55,17 +55,19 @@ describe.each<Protocol>(['grpc', 'connect'])('over the %s protocol', (protocol) 
   describe('an outgoing call', () => {
     it('carries the remaining budget less the margin as its timeout', async () => {
       const c = client(inventory.baseUrl, protocol, { marginMs: 50 });
+      const started = performance.now();
       const seen = await runWithDeadline(800, () => c.inspect({}));
       expect(seen.budgetMs).toBeLessThanOrEqual(750);
-      expect(seen.budgetMs).toBeGreaterThan(400);
+      expect(seen.budgetMs).toBeGreaterThanOrEqual(leftAfter(800, started, 50));
       expect(seen.hop).toBe('inventory');
     });
 
     it('keeps its own timeout when that is the earlier one', async () => {
       const c = client(inventory.baseUrl, protocol);
+      const started = performance.now();
       const seen = await runWithDeadline(3_000, () => c.inspect({}, { timeoutMs: 400 }));
       expect(seen.budgetMs).toBeLessThanOrEqual(400);
-      expect(seen.budgetMs).toBeGreaterThan(150);
+      expect(seen.budgetMs).toBeGreaterThanOrEqual(leftAfter(400, started));
     });
 
     it('is not made when too little is left: deadline_exceeded at once, nothing sent', async () => {
@@ -126,18 +128,20 @@ describe.each<Protocol>(['grpc', 'connect'])('over the %s protocol', (protocol) 
     it("runs its handler in a context of its deadline, its hop and its caller's trace", async () => {
       const c = client(inventory.baseUrl, protocol);
       const trace = traceFrom();
+      const started = performance.now();
       const seen = await runWithContext({ deadline: 900, trace }, () => c.inspect({}));
       expect(seen.budgetMs).toBeLessThanOrEqual(900);
-      expect(seen.budgetMs).toBeGreaterThan(500);
+      expect(seen.budgetMs).toBeGreaterThanOrEqual(leftAfter(900, started));
       expect(seen.traceId).toBe(trace.traceId);
     });
 
     it('gets the service default without a deadline; any caller may shorten it, a trusted one lengthen it', async () => {
       const c = client(inventory.baseUrl, protocol, false);
       expect((await c.inspect({})).budgetMs).toBeCloseTo(1_500, 6);
+      const started = performance.now();
       const shorter = await c.inspect({}, { timeoutMs: 800 });
       expect(shorter.budgetMs).toBeLessThanOrEqual(800);
-      expect(shorter.budgetMs).toBeGreaterThan(500);
+      expect(shorter.budgetMs).toBeGreaterThanOrEqual(leftAfter(800, started));
       // Asking for more than the default: only a trusted caller gets it, up to the maximum.
       expect((await c.inspect({}, { timeoutMs: 60_000 })).budgetMs).toBeCloseTo(1_500, 6);
       expect((await c.inspect({}, { timeoutMs: 60_000, headers: internal })).budgetMs).toBeCloseTo(5_000, 6);

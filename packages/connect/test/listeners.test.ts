@@ -14,7 +14,7 @@ import {
 } from '@deadline/core';
 import { waitingForExpiry } from '@deadline/core/internal';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { client, type Served, serve } from './support.ts';
+import { client, events, type Served, serve } from './support.ts';
 
 let inventory: Served;
 
@@ -38,6 +38,11 @@ it('1,000 calls in one context with one signal: no listener, timer or context le
   const onEnd = (message: unknown) => {
     if ((message as ContextStartMessage).context.hop === 'inventory') ended++;
   };
+  // The handler's runs: every answered call's, and those of the cut-off calls that reached it before their caller
+  // gave up (on a loaded machine, a call's 20 ms may pass before the server gets to it: it then never starts there).
+  let handled = 0;
+  const onInspect = () => handled++;
+  events.on('inspect', onInspect);
   diagnostics.subscribe(DiagnosticsChannel.ContextStart, onStart);
   diagnostics.subscribe(DiagnosticsChannel.ContextEnd, onEnd);
   const request = createContext({ deadline: 120_000, hop: 'gateway' });
@@ -68,11 +73,23 @@ it('1,000 calls in one context with one signal: no listener, timer or context le
     expect(getEventListeners(shutdown.signal, 'abort')).toHaveLength(0);
     // The server's side of a cut-off call may end a moment after its caller gave up: wait for it, then count.
     await expect.poll(() => ended, { timeout: 10_000 }).toBe(started);
-    expect(started).toBe(1_000);
+    expectOneContextPerCallServed(started, handled);
   } finally {
     request.end();
+    events.off('inspect', onInspect);
     diagnostics.unsubscribe(DiagnosticsChannel.ContextStart, onStart);
     diagnostics.unsubscribe(DiagnosticsChannel.ContextEnd, onEnd);
   }
   expect(waitingForExpiry()).toBe(waitingBefore);
 }, 60_000);
+
+/**
+ * One server-side context per call the server got to, never two: at least one per handler run (every answered call
+ * ran it; a cut-off call that reached it did too), at most one per call made. All 1,000 on a quiet machine.
+ */
+function expectOneContextPerCallServed(started: number, handled: number): void {
+  expect(handled).toBeGreaterThanOrEqual(800);
+  expect(started).toBeGreaterThanOrEqual(handled);
+  expect(started).toBeLessThanOrEqual(1_000);
+  if (started < 1_000) console.log(`${1_000 - started} cut-off calls never reached the server before they were cut`);
+}

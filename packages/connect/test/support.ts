@@ -145,3 +145,14 @@ export function client(baseUrl: string, protocol: Protocol, options: ConnectClie
     collect(req: AsyncIterable<object>, options?: { timeoutMs?: number }): Promise<Seen>;
   };
 }
+
+/**
+ * The least budget a call made inside a deadline of `budgetMs` can have carried, less the client's `marginMs`:
+ * what was left when it was sent, which was before now. `started` is a `performance.now()` reading taken before
+ * that deadline began. A floor from the run's own clock: a stall before the send lowers the budget sent and
+ * lengthens the time measured alike, so it holds on a loaded machine, and is within a few ms of the budget on a
+ * quiet one (a fixed floor some 300 ms below the budget broke under load). 1 ms for the wire's rounding.
+ */
+export function leftAfter(budgetMs: number, started: number, marginMs = 0): number {
+  return budgetMs - marginMs - (performance.now() - started) - 1;
+}

@@ -23,8 +23,13 @@ describe('express: long-lived traffic', () => {
     await sleep(DEFAULT_MS * 2);
     res.json({ remainingMs: String(req.deadline?.remainingMs()), source: req.deadline?.budget.source });
   });
-  app.get('/short', async (_req, res) => {
-    await sleep(DEFAULT_MS * 2);
+  app.get('/short', async (req, res) => {
+    // Works on past its default budget, then answers late: after its deadline passed, so after the 504 on any
+    // machine. (Working from its start, a stall that outlasts both has the deadline and its own timer come due in
+    // one turn, and its answer may go out ahead of the 504.)
+    const signal = req.deadline?.context.signal as AbortSignal;
+    if (!signal.aborted) await once(signal, 'abort');
+    await sleep(DEFAULT_MS);
     res.json({ late: true });
   });
   app.use(deadlineErrors());

@@ -25,6 +25,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LogLine, memoryDestination } from '../../server/test/harness.ts';
 import fastifyDeadline from '../src/index.ts';
 
+/**
+ * The budget of a request that must get somewhere before its deadline (its downstream call made, its answer sent):
+ * a second, which a loaded machine cannot use up first (150 and 100 ms could be gone before the handler ran).
+ */
+const ROOM_MS = 1_000;
+
 /** What a handler saw of its request's signals, by route. */
 interface Seen {
   context: DeadlineContext | undefined;
@@ -189,9 +195,11 @@ describe('fastify: work given request.signal stops with the request', () => {
 
   it('at the deadline: the downstream call is aborted, with the deadline as its reason', async () => {
     const before = arrived.length;
-    const res = await request(`${url}/call`, { headers: { 'x-request-deadline': '150' } });
+    const res = await request(`${url}/call`, { headers: { 'x-request-deadline': String(ROOM_MS) } });
     expect(res.statusCode).toBe(504);
     await res.body.dump();
+    // The call was made before the deadline (its request arrived), and cut at it.
+    expect(arrived.length).toBe(before + 1);
     await closed(arrived[before] as IncomingMessage);
     const entry = seen.get('call') as Seen;
     expect(entry.signal.reason).toBeInstanceOf(DeadlineExceededError);
@@ -219,7 +227,7 @@ describe('fastify: work given request.signal stops with the request', () => {
   });
 
   it('never after the response: a request that answered in time keeps its signal unaborted past its deadline', async () => {
-    const res = await request(`${url}/quick`, { headers: { 'x-request-deadline': '100' } });
+    const res = await request(`${url}/quick`, { headers: { 'x-request-deadline': String(ROOM_MS) } });
     expect(await res.body.text()).toBe('ok');
     const quick = seen.get('quick') as Seen;
     // The context itself still stops at the deadline (work left running is bounded by it): wait for that.

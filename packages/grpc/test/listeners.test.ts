@@ -7,7 +7,7 @@ import { type ContextStartMessage, createContext, currentContext, DiagnosticsCha
 import { waitingForExpiry } from '@deadline/core/internal';
 import type { ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { client, type Seen, type Served, serve, unary } from './support.ts';
+import { client, events, type Seen, type Served, serve, unary } from './support.ts';
 
 let inventory: Served;
 
@@ -33,6 +33,11 @@ it('1,000 calls in one context: no listener, timer or context left behind, on ei
   const onEnd = (message: unknown) => {
     if ((message as ContextStartMessage).context.hop === 'inventory') ended++;
   };
+  // The handler's runs: every answered call's, and those of the cut-off calls that reached it before their caller
+  // gave up (on a loaded machine, a call's 20 ms may pass before the server gets to it: it then never starts there).
+  let handled = 0;
+  const onInspect = () => handled++;
+  events.on('inspect', onInspect);
   diagnostics.subscribe(DiagnosticsChannel.ContextStart, onStart);
   diagnostics.subscribe(DiagnosticsChannel.ContextEnd, onEnd);
   const request = createContext({ deadline: 120_000, hop: 'gateway' });
@@ -62,11 +67,23 @@ it('1,000 calls in one context: no listener, timer or context left behind, on ei
     await expect.poll(() => ended, { timeout: 10_000 }).toBe(started);
   } finally {
     request.end();
+    events.off('inspect', onInspect);
     diagnostics.unsubscribe(DiagnosticsChannel.ContextStart, onStart);
     diagnostics.unsubscribe(DiagnosticsChannel.ContextEnd, onEnd);
   }
-  expect(started).toBe(1_000);
+  expectOneContextPerCallServed(started, handled);
   expect(waitingForExpiry()).toBe(waitingBefore);
   expect(sockets()).toBe(socketsBefore);
   c.close();
 }, 60_000);
+
+/**
+ * One server-side context per call the server got to, never two: at least one per handler run (every answered call
+ * ran it; a cut-off call that reached it did too), at most one per call made. All 1,000 on a quiet machine.
+ */
+function expectOneContextPerCallServed(started: number, handled: number): void {
+  expect(handled).toBeGreaterThanOrEqual(800);
+  expect(started).toBeGreaterThanOrEqual(handled);
+  expect(started).toBeLessThanOrEqual(1_000);
+  if (started < 1_000) console.log(`${1_000 - started} cut-off calls never reached the server before they were cut`);
+}

@@ -13,13 +13,30 @@ import grpc, { type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, next, type Served, serve } from './support.ts';
 
+/**
+ * The most the service allows a call, stream and all: the cut the bounded stream below ends at. A second, not less,
+ * so that a stream of 20 ms ticks has sent some before it (a stall of a few hundred ms on a loaded machine leaves
+ * most of them), while the caller's own 5 s stay far off.
+ */
+const MAX_MS = 1_000;
+/** The interval of the ticks of a stream that runs until it is cut. */
+const TICK_MS = 20;
+/** What the caller allows a stream that runs until it is cut: far more than the service's {@link MAX_MS}. */
+const CALLER_MS = 5_000;
+/** What a stream that must end normally is allowed, by the caller and by its service: no machine is that slow. */
+const ROOMY_MS = 20_000;
+
 let inventory: Served;
+/** The same service, with room for any stream that ends by itself. */
+let roomy: Served;
 
 beforeAll(async () => {
-  inventory = await serve({ serviceName: 'inventory', maxMs: 400 });
+  inventory = await serve({ serviceName: 'inventory', maxMs: MAX_MS });
+  roomy = await serve({ serviceName: 'inventory', maxMs: ROOMY_MS });
 });
 afterAll(async () => {
   await inventory?.close();
+  await roomy?.close();
 });
 
 type TickStream = grpc.ClientReadableStream<{ n: number }>;
@@ -44,19 +61,23 @@ describe('a server stream', () => {
     const c = client(inventory.address);
     const stopped = next<{ reason: unknown; n: number }>('ticks-stopped');
     const started = performance.now();
-    // The caller allows 5 s; the service allows a call 400 ms at most, stream and all.
-    const { received, error } = await runWithDeadline(5_000, () => drain(ticks(c, { count: 0, intervalMs: 20 })));
+    // The caller allows 5 s; the service allows a call MAX_MS at most, stream and all.
+    const { received, error } = await runWithDeadline(CALLER_MS, () =>
+      drain(ticks(c, { count: 0, intervalMs: TICK_MS })),
+    );
     const elapsed = performance.now() - started;
     expect(received).toBeGreaterThan(3);
     expect(error?.code).toBe(grpc.status.DEADLINE_EXCEEDED);
     expect(error?.metadata.get('x-deadline-exceeded-by')).toEqual(['inventory']);
     expect((findDeadlineError(error) as DeadlineExceededError).whose).toBe('downstream:inventory');
-    expect(elapsed).toBeGreaterThan(350);
-    expect(elapsed).toBeLessThan(3_000);
+    expect(elapsed).toBeGreaterThan(MAX_MS - 50);
+    // Ended by the service's cut (the error names it), never by the caller's own deadline.
+    expect(elapsed).toBeLessThan(CALLER_MS);
     const { reason, n } = await stopped;
     expect(reason).toBeInstanceOf(DeadlineExceededError);
-    // The handler's timer went with its context: the last tick is the one a 400 ms stream had time for.
-    expect(n).toBeLessThan(40);
+    // The handler's timer went with its context: the last tick is one a MAX_MS stream had time for, never one of a
+    // stream that ran on past its cut (twice as many as fit, a margin: a slow machine only makes fewer).
+    expect(n).toBeLessThan((2 * MAX_MS) / TICK_MS);
     expect(n).toBeGreaterThanOrEqual(received);
     c.close();
   });
@@ -93,8 +114,8 @@ describe('a server stream', () => {
   });
 
   it('ends normally when it finishes in time, its context ended with it', async () => {
-    const c = client(inventory.address);
-    const { received, error } = await runWithDeadline(2_000, () => drain(ticks(c, { count: 5, intervalMs: 5 })));
+    const c = client(roomy.address);
+    const { received, error } = await runWithDeadline(ROOMY_MS, () => drain(ticks(c, { count: 5, intervalMs: 5 })));
     expect(error).toBeUndefined();
     expect(received).toBe(5);
     c.close();

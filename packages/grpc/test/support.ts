@@ -7,6 +7,7 @@ import { currentContext } from '@deadline/core';
 import grpc, { type ServiceError } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import { detachedSeen, events, type Seen, seen } from '../../../test/support/rpc-seen.ts';
+import { GRPC_JS_TIMER_LEAD_MS } from '../src/incoming-call.ts';
 import {
   deadlineService,
   type GrpcClientDeadlineOptions,
@@ -147,4 +148,16 @@ export function unary<T>(
       (error: ServiceError | null, reply: T) => (error === null ? resolve(reply) : reject(error)),
     );
   });
+}
+
+/**
+ * The least budget a handler can have been given for a call made inside a deadline of `budgetMs`, less the
+ * client's `marginMs`: what was left when the call was sent, which was before now, less the lead the server keeps
+ * on grpc-js's own timer. `started` is a `performance.now()` reading taken before that deadline began. A floor from
+ * the run's own clock: a stall before the send lowers the budget sent and lengthens the time measured alike, so it
+ * holds on a loaded machine, and is within a few ms of the budget on a quiet one (a fixed floor some 300 ms below
+ * the budget broke under load). 1 ms for the wire's rounding.
+ */
+export function leftAfter(budgetMs: number, started: number, marginMs = 0): number {
+  return budgetMs - marginMs - GRPC_JS_TIMER_LEAD_MS - (performance.now() - started) - 1;
 }

@@ -6,7 +6,7 @@ import { createContext, DeadlineExceededError, runWithDeadline } from '@deadline
 import { Agent, getGlobalDispatcher, request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { createFetch, DeadlineDispatcher, fetch as deadlineFetch, installGlobalDispatcher } from '../src/index.ts';
-import { downstreamsPerTest, drip, echo, exceededBy, silent } from './servers.ts';
+import { downstreamsPerTest, drip, echo, exceededBy, leftAfter, silent } from './servers.ts';
 
 /** A downstream on loopback, closed after each test. */
 const downstream = downstreamsPerTest();
@@ -38,14 +38,16 @@ describe('installGlobalDispatcher', () => {
     const first = installGlobalDispatcher({ marginMs: 100 });
     const second = installGlobalDispatcher({ marginMs: 200 });
     try {
+      const started = performance.now();
       const seen = (await runWithDeadline(1_000, async () => (await globalThis.fetch(server.url)).json())) as Record<
         string,
         string
       >;
       const budget = Number(seen['x-request-deadline']);
-      // One layer with margin 200, not 100 + 200.
+      // One layer with margin 200, not 100 + 200: within a few ms of 800 on a quiet machine (stacked, it would be 700
+      // at most), and never below what was left less 200 when it was sent.
       expect(budget).toBeLessThanOrEqual(800);
-      expect(budget).toBeGreaterThan(600);
+      expect(budget).toBeGreaterThanOrEqual(leftAfter(1_000, started) - 200);
     } finally {
       second();
       first();

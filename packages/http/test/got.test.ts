@@ -13,9 +13,10 @@ import {
 } from '@deadline/core';
 import got, { type Got, type RequestError } from 'got';
 import { describe, expect, it } from 'vitest';
+import { watchingTheLoop } from '../../server/test/loop-lateness.ts';
 import { deadlineGot } from '../src/got.ts';
 import { calls } from './calls.ts';
-import { type Downstream, downstreamsPerTest, echo, exceededBy, silent } from './servers.ts';
+import { type Downstream, downstreamsPerTest, echo, exceededBy, leftAfter, silent } from './servers.ts';
 
 /** A downstream on loopback, closed after each test. */
 const downstream = downstreamsPerTest();
@@ -49,12 +50,13 @@ describe('what the downstream receives', () => {
     const server = await downstream(echo);
     const instance = client({ dialects: ['connect'] });
     const trace = traceFrom('00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01');
+    const started = performance.now();
     const ctx = createContext({ root: true, deadline: 1_000, trace });
     const seen = await ctx.run(() => json(instance, server.url, { 'X-Request-Deadline': '99999', 'x-a': '1' }));
     ctx.end();
     const budget = Number(seen['x-request-deadline']);
     expect(Number.isInteger(budget)).toBe(true);
-    expect(budget).toBeGreaterThan(500);
+    expect(budget).toBeGreaterThanOrEqual(leftAfter(1_000, started));
     expect(budget).toBeLessThanOrEqual(1_000);
     expect(Number(seen['connect-timeout-ms'])).toBe(budget);
     expect(seen.traceparent).toMatch(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/);
@@ -238,13 +240,20 @@ describe('cut off at the deadline', () => {
 describe("a downstream's own deadline", () => {
   it('a 504 naming the hop fails with DeadlineExceededError whose downstream:<hop>, at once, not retried', async () => {
     const server = await downstream(exceededBy('inventory'));
-    const started = performance.now();
-    const error = await runWithDeadline(5_000, () => client().get(server.url)).catch((e: unknown) => e);
+    const {
+      value: { error, elapsed },
+      stalledMs,
+    } = await watchingTheLoop(async () => {
+      const started = performance.now();
+      const error = await runWithDeadline(5_000, () => client().get(server.url)).catch((e: unknown) => e);
+      return { error, elapsed: performance.now() - started };
+    });
     expect(error).toBeInstanceOf(DeadlineExceededError);
     expect(error).toMatchObject({ whose: 'downstream:inventory', phase: 'during-call' });
-    // got would retry a 504 after a backoff of a second or more.
+    // got would retry a 504 after a backoff of a second or more: at once instead, but for what this process's loop
+    // lost to stalls (a loaded machine's).
     expect(server.requests).toHaveLength(1);
-    expect(performance.now() - started).toBeLessThan(900);
+    expect(elapsed - stalledMs).toBeLessThan(900);
   });
 
   it('with downstreamErrors: false it stays an HTTPError', async () => {

@@ -181,3 +181,14 @@ export function downstreamsPerTest(): (behaviour: Behaviour) => Promise<Downstre
     return server;
   };
 }
+
+/**
+ * The least budget a call made inside a deadline of `budgetMs` can have sent: what was left when it was sent, which
+ * was before now. `started` is a `performance.now()` reading taken before that deadline began. A floor from the
+ * run's own clock: a stall before the send lowers the budget sent and lengthens the time measured alike, so it holds
+ * on a loaded machine, and is within a few ms of the budget on a quiet one (a fixed floor some 300 ms below the
+ * budget broke under load). 1 ms for the header's whole milliseconds.
+ */
+export function leftAfter(budgetMs: number, started: number): number {
+  return budgetMs - (performance.now() - started) - 1;
+}

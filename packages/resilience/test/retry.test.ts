@@ -6,30 +6,47 @@ import { CancelledError, createContext, DeadlineExceededError, runWithDeadline }
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { downstreamsPerTest, httpServer, refusedUrl, silent } from '../../http/test/servers.ts';
+import { watchingTheLoop } from '../../server/test/loop-lateness.ts';
 import { RetryBudget, retry } from '../src/index.ts';
 
 const downstream = downstreamsPerTest();
 
+/** The per-attempt cap of the test that counts attempts inside a budget. */
+const PER_ATTEMPT_MS = 1_000;
+/**
+ * Its budget: one full attempt and half of another. The second is given the ~500 ms left, which a stall of a few
+ * hundred ms before it cannot take below the 10 ms an attempt needs to start; and the budget's end at 1.5 s comes
+ * 500 ms before the 2 s that a fresh timeout per attempt would take.
+ */
+const BUDGET_MS = 1_500;
+
 describe('retry()', () => {
-  it('per-attempt timeout 400 ms under a 500 ms budget: exactly 2 attempts, failure near 500 ms', async () => {
+  it('per-attempt timeout 1 s under a 1.5 s budget: exactly 2 attempts, failure near 1.5 s', async () => {
     const server = await downstream(silent);
     const attempts: number[] = [];
-    const started = performance.now();
-    const error = await runWithDeadline(500, () =>
-      retry(
-        (attempt, signal) => {
-          attempts.push(attempt);
-          return request(server.url, { signal });
-        },
-        { attempts: 5, perAttemptTimeoutMs: 400, baseDelayMs: 20 },
-      ),
-    ).catch((e: unknown) => e);
-    const elapsed = performance.now() - started;
+    const {
+      value: { error, elapsed },
+      stalledMs,
+    } = await watchingTheLoop(async () => {
+      const started = performance.now();
+      const error = await runWithDeadline(BUDGET_MS, () =>
+        retry(
+          (attempt, signal) => {
+            attempts.push(attempt);
+            return request(server.url, { signal });
+          },
+          { attempts: 5, perAttemptTimeoutMs: PER_ATTEMPT_MS, baseDelayMs: 20 },
+        ),
+      ).catch((e: unknown) => e);
+      return { error, elapsed: performance.now() - started };
+    });
+    // The second attempt ends with the request's own deadline, which is never retried: 2 of the 5.
     expect(attempts).toEqual([1, 2]);
     expect(server.requests).toHaveLength(2);
     expect(error).toBeInstanceOf(DeadlineExceededError);
-    expect(elapsed).toBeGreaterThanOrEqual(490);
-    expect(elapsed).toBeLessThan(800);
+    expect(elapsed).toBeGreaterThanOrEqual(BUDGET_MS - 10);
+    // Never a second fresh PER_ATTEMPT_MS: ended at the budget, later only by what this process's loop lost to stalls.
+    expect(elapsed - stalledMs).toBeLessThan(2 * PER_ATTEMPT_MS);
   });
 
   it('attempts means attempts: 3 is at most 3 calls', async () => {
@@ -46,11 +63,15 @@ describe('retry()', () => {
     expect(error).toMatchObject({ code: 'ECONNREFUSED' });
   });
 
-  it('cancel during the backoff: settles within a few ms, no further attempt', async () => {
+  it('cancel during the backoff: settles at once, before the event loop runs anything else; no further attempt', async () => {
     const refused = await refusedUrl();
     const ctx = createContext({ root: true, deadline: 60_000 });
     let calls = 0;
     let cancelledAt = 0;
+    // Set by a 0 ms timer armed at the cancel, the first callback the event loop runs after it (a timer, I/O): a
+    // retry that settles with the cancel itself, in its promise callbacks, has settled before. That holds however
+    // slow the machine is, where a time in ms would not.
+    let aTurnWentBy = false;
     const started = ctx.run(() =>
       retry(
         () => {
@@ -66,6 +87,9 @@ describe('retry()', () => {
             setImmediate(() => {
               cancelledAt = performance.now();
               ctx.cancel(new CancelledError('client left', { reason: 'client-disconnected' }));
+              setTimeout(() => {
+                aTurnWentBy = true;
+              }, 0);
             });
           },
         },
@@ -75,7 +99,7 @@ describe('retry()', () => {
     const settledIn = performance.now() - cancelledAt;
     expect(error).toBeInstanceOf(CancelledError);
     expect(calls).toBe(1);
-    expect(settledIn).toBeLessThan(50);
+    expect(aTurnWentBy).toBe(false);
     console.log(`retry: cancel during backoff settled in ${settledIn.toFixed(2)} ms`);
   });
 
@@ -139,10 +163,15 @@ describe('retry()', () => {
       hits = 0;
       retryAfter = '10';
       started = performance.now();
-      const answer = await runWithDeadline(2_000, () => retry(() => request(server.url), { baseDelayMs: 1 }));
-      // 10 s does not fit in 2 s: the 503 is the answer, at once.
+      let waits = 0;
+      const answer = await runWithDeadline(2_000, () =>
+        retry(() => request(server.url), { baseDelayMs: 1, onRetry: () => waits++ }),
+      );
+      // 10 s does not fit in 2 s: the 503 is the answer, at once — no wait begun (onRetry comes before each), and
+      // answered well before the 2 s a wait cut short by the budget would have taken.
       expect(answer.statusCode).toBe(503);
-      expect(performance.now() - started).toBeLessThan(500);
+      expect(waits).toBe(0);
+      expect(performance.now() - started).toBeLessThan(1_500);
       expect(hits).toBe(1);
     } finally {
       await server.close();
@@ -191,8 +220,16 @@ describe('retry()', () => {
 
   it('no time for another attempt after the wait: the error says the budget ran out, the last cause attached', async () => {
     const refused = await refusedUrl();
-    const error = (await runWithDeadline(100, () =>
-      retry(() => request(refused), { attempts: 5, baseDelayMs: 10_000, random: () => 0.99, target: 'inventory' }),
+    // 5 s: room for the refused attempt however slow the machine (it must fail by itself, not by the budget), and
+    // still short of the ~9.9 s wait that follows it.
+    const error = (await runWithDeadline(5_000, () =>
+      retry(() => request(refused), {
+        attempts: 5,
+        baseDelayMs: 10_000,
+        maxDelayMs: 10_000,
+        random: () => 0.99,
+        target: 'inventory',
+      }),
     ).catch((e: unknown) => e)) as DeadlineExceededError;
     expect(error).toBeInstanceOf(DeadlineExceededError);
     expect(error.phase).toBe('before-call');
@@ -208,7 +245,9 @@ describe('retry()', () => {
       res.end();
     });
     try {
-      const budget = new RetryBudget({ ratio: 0.1, minRetriesPerSecond: 0 });
+      // On a clock that stands still: the ratio is what is under test, and 1,000 requests on a loaded machine may
+      // take longer than the budget's 10 s window, whose turnover would change the count.
+      const budget = new RetryBudget({ ratio: 0.1, minRetriesPerSecond: 0, now: () => 0 });
       for (let i = 0; i < 1_000; i++) {
         const response = await retry(() => request(server.url), { attempts: 3, baseDelayMs: 0, retryBudget: budget });
         await response.body.dump();
@@ -258,7 +297,8 @@ describe('retry() and response bodies', () => {
     const { installGlobalDispatcher } = await import('@deadline/http');
     const uninstall = installGlobalDispatcher();
     try {
-      const error = await runWithDeadline(1_000, () =>
+      // Three attempts of 150 ms in a budget with room for them however slow the machine: each ends by its own cap.
+      const error = await runWithDeadline(10_000, () =>
         retry(
           (_attempt, signal) => {
             calls++;

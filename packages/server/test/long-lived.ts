@@ -4,6 +4,7 @@
  * default budget; one that does not is cut at it, with one log line saying how to opt out. A caller's budget
  * still bounds an opted-out route's outgoing calls. Each adapter's test file runs it with its own harness.
  */
+import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DeadlineExceededError, timeoutFor } from '@deadline/core';
 import { Agent, EventSource, request } from 'undici';
@@ -12,7 +13,16 @@ import type { Harness, Io, LogLine, Route, Running } from './harness.ts';
 
 const EVENTS = 6;
 const EVERY_MS = 200;
-const DEFAULT_MS = 500;
+/**
+ * The routes' default budget: the stream that does not opt out is cut at it, after the events that fit in it (3, at
+ * 200, 400 and 600 ms; a slow machine delays them, and the first has 500 ms to spare).
+ */
+const DEFAULT_MS = 700;
+/**
+ * The budget a caller gives the opted-out stream, which bounds its outgoing calls: the events at 200 ms and later are
+ * inside it until a slow machine delays them past it (the first has 700 ms to spare); the last, at 1.2 s, is past it.
+ */
+const CALLER_MS = 900;
 
 /** Six events, one every 200 ms; each says how the route's outgoing calls are bounded at that moment. */
 async function* sixEvents(io: Io): AsyncGenerator<string> {
@@ -88,7 +98,12 @@ export function longLivedSuite(harness: Harness): void {
         method: 'GET',
         path: '/poll-short',
         handler: async (io) => {
-          await sleep(DEFAULT_MS + 300);
+          // Works on past the default budget, then answers late: after its deadline passed, so after the 504 on any
+          // machine. (Working from its start, a stall that outlasts both has the deadline and its own timer come due
+          // in one turn, and its answer may go out ahead of the 504.)
+          const signal = io.deadline.context.signal as AbortSignal;
+          if (!signal.aborted) await once(signal, 'abort');
+          await sleep(300);
           io.reply(200, { late: true });
         },
       },
@@ -105,7 +120,9 @@ export function longLivedSuite(harness: Harness): void {
     it('an SSE route that does not opt out is cut at the default budget, with one line saying how to opt out', async () => {
       const received = await readEvents(`${server.url}/events`);
       expect(received.end).toBe('error');
-      expect(received.events.length).toBe(2);
+      // Some events, then the cut, well before the last.
+      expect(received.events.length).toBeGreaterThanOrEqual(1);
+      expect(received.events.length).toBeLessThan(EVENTS);
       expect(received.elapsedMs).toBeGreaterThanOrEqual(DEFAULT_MS - 50);
       expect(received.elapsedMs).toBeLessThan(DEFAULT_MS + 1_500);
       const lines = cutLines(server.logs);
@@ -127,7 +144,7 @@ export function longLivedSuite(harness: Harness): void {
 
     it('a caller’s budget still bounds the opted-out route’s outgoing calls, but does not cut its stream', async () => {
       const response = await request(`${server.url}/events-long`, {
-        headers: { 'x-request-deadline': '550', accept: 'text/event-stream' },
+        headers: { 'x-request-deadline': String(CALLER_MS), accept: 'text/event-stream' },
         dispatcher: agent,
       });
       expect(response.statusCode).toBe(200);
@@ -137,9 +154,14 @@ export function longLivedSuite(harness: Harness): void {
         .filter((chunk) => chunk.startsWith('data: '))
         .map((chunk) => JSON.parse(chunk.slice('data: '.length)) as Received['events'][number]);
       expect(events.map((e) => e.i)).toEqual([1, 2, 3, 4, 5, 6]);
-      // 200 and 400 ms: inside the caller's 550 ms (a late timer on a busy machine only delays an event, so the
-      // second one has 150 ms to spare); from 600 ms on, calls are refused before they are made.
-      expect(events.map((e) => e.bound)).toEqual(['bounded', 'bounded', 'refused', 'refused', 'refused', 'refused']);
+      // Bounded while inside the caller's budget, then refused before they are made: the first event's call is
+      // bounded, the last's refused, and once refused never bounded again. Where the change falls depends on how
+      // late a busy machine's timers ran (on a quiet one, after the fourth).
+      const bounds = events.map((e) => e.bound);
+      const bounded = bounds.filter((bound) => bound === 'bounded').length;
+      expect(bounded).toBeGreaterThanOrEqual(1);
+      expect(bounded).toBeLessThan(EVENTS);
+      expect(bounds).toEqual([...Array(bounded).fill('bounded'), ...Array(EVENTS - bounded).fill('refused')]);
       expect(await signals.header).toBeInstanceOf(DeadlineExceededError);
     });
 
