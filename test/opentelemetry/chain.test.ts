@@ -281,7 +281,9 @@ describe.runIf(available)('OpenTelemetry across three hops (real SDK and instrum
 
   it('a deadline that fires at the last hop: 504 naming it, and the outcome and the moment on each server span', async () => {
     const client = clientSpan();
+    const sentAt = performance.now();
     const { status, headers } = await order(client, 1_000, 3_000);
+    const elapsed = performance.now() - sentAt;
     expect(status).toBe(504);
     expect(headers.get('x-deadline-exceeded-by')).toBe('inventory');
     const ours = await spansWhen(client.traceId, (all) =>
@@ -316,7 +318,8 @@ describe.runIf(available)('OpenTelemetry across three hops (real SDK and instrum
     );
     // Each hop's call to the next carries its budget on its undici span.
     const call = ours.find((span) => span.hop === 'gateway' && span.kind === CLIENT);
-    expect(call?.attributes['deadline.remaining_ms']).toBeGreaterThan(900);
+    // The budget less what had passed by then (at most the whole request's time, however slow the machine).
+    expect(call?.attributes['deadline.remaining_ms']).toBeGreaterThanOrEqual(1_000 - elapsed - 1);
     expect(call?.attributes['deadline.timeout_ms']).toBeLessThan(call?.attributes['deadline.remaining_ms'] as number);
   });
 });

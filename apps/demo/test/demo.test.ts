@@ -8,6 +8,12 @@ import { type DemoResult, runDemo } from '../src/demo.ts';
 import { waterfallFor } from '../src/report/waterfall.ts';
 
 const available = await requireService(POSTGRES);
+/**
+ * With the library, the quick run's 2 s statement is gone from the server this soon after its caller gave up:
+ * within milliseconds alone, a bound no stall of a busy machine reaches, and well short of the ~1.7 s it runs on
+ * with only a client-side timeout (those rows: over 1 s).
+ */
+const STOPPED_WITHIN_MS = 1_000;
 
 describe.runIf(available)('npm run demo (quick)', () => {
   let result: DemoResult;
@@ -39,7 +45,11 @@ describe.runIf(available)('npm run demo (quick)', () => {
           /^ \((orders’ timeout|\d+ ms late; meanwhile this process (waited \d+ ms for a CPU, )?stalled \d+ ms at most)\)$/,
         );
     }
-    expect(table(1).note).toMatch(/the first row's request, made cold as the chain's very first, got 504 in \d+ ms/);
+    // Its 504, or, when a busy machine's cold start took longer than the client waits (its budget and 250 ms), the
+    // client giving up: shown either way.
+    expect(table(1).note).toMatch(
+      /the first row's request, made cold as the chain's very first, got (504|gave up) in \d+ ms/,
+    );
   });
 
   it('2: the more orders burns, the less inventory is given', () => {
@@ -64,7 +74,7 @@ describe.runIf(available)('npm run demo (quick)', () => {
     const busy = table(5)
       .rows.filter((row) => row[0] === 'PostgreSQL')
       .map((row) => row[3] as number);
-    expect(busy[0]).toBeLessThan(200);
+    expect(busy[0]).toBeLessThan(STOPPED_WITHIN_MS);
     expect(busy[1]).toBeGreaterThan(1_000);
   });
 
@@ -89,7 +99,7 @@ describe.runIf(available)('npm run demo (quick)', () => {
     expect(String(library?.[table(9).columns.indexOf('answer')])).toMatch(
       /^DEADLINE_EXCEEDED, (downstream:stock|local)$/,
     );
-    expect(library?.[dead] as number).toBeLessThan(200);
+    expect(library?.[dead] as number).toBeLessThan(STOPPED_WITHIN_MS);
     expect(fixed?.[dead] as number).toBeGreaterThan(1_000);
   });
 

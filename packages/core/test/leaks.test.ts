@@ -11,6 +11,11 @@ import { describe, expect, it } from 'vitest';
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('..', import.meta.url));
 const built = existsSync(`${root}/dist/index.js`);
+/**
+ * The process with the armed deadlines exits within this many seconds: not held for their hour, and never near
+ * the 60 s it is given, however long a busy machine takes to start a Node process and load the package.
+ */
+const EXITED_WITHIN_S = 45;
 
 describe.runIf(built || process.env.CI)(
   built ? 'resources (built package)' : 'resources — skipped: run `npm run build` first, these use dist/',
@@ -33,8 +38,8 @@ describe.runIf(built || process.env.CI)(
       const { stdout } = await run(process.execPath, ['bench/exit.mjs'], { cwd: root, timeout: 60_000 });
       const seconds = (performance.now() - started) / 1_000;
       expect(stdout).toContain('armed 10000');
-      // "At once": well under a second on an idle machine; the bound is generous for a busy one.
-      expect(seconds).toBeLessThan(15);
+      // "At once": well under a second on an idle machine; the bound is one a busy one cannot reach, far from the hour.
+      expect(seconds).toBeLessThan(EXITED_WITHIN_S);
     });
   },
 );

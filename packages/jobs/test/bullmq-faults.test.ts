@@ -6,7 +6,8 @@
  * What must hold: the process lives (nothing uncaught, no unhandled rejection, no ioredis "Unhandled error
  * event"); every job enqueued ends completed or failed (none lost, none stuck), a failed attempt with a clear
  * reason, retried per its `attempts`; enqueues in flight end by their deadline; and within a second of each kill
- * the worker completes jobs at half the rate it had before, or better.
+ * the worker completes jobs at half the rate it had before, or better — judged beside a twin (the same queue,
+ * worker and producer, whose connections nobody kills), which the machine slows alike.
  */
 import { once } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -17,7 +18,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 // The redis package's: uncaught exceptions, unhandled rejections, ioredis's "Unhandled error event" lines.
 import { watchProcess } from '../../../test/support/process-watch.ts';
 import { REDIS, requireService } from '../../../test/support/services.ts';
-import { type SteadyLoad, steadyLoad } from '../../../test/support/steady-load.ts';
+import { besideTwin, longestGap, type SteadyLoad, steadyLoad } from '../../../test/support/steady-load.ts';
 import { enqueue, withJobContext } from '../src/index.ts';
 
 const available = await requireService(REDIS);
@@ -28,7 +29,7 @@ const prefix = `deadline-bullfaults-${process.pid}`;
  * `bull:<the queue's name in base64>`). With ioredis's own reconnection backoff (50 ms, 100 ms, … up to 2 s):
  * BullMQ's default waits 1 s at least before reconnecting, a second without jobs after every drop.
  */
-const connection = (role: 'queue' | 'worker', retryStrategy = (attempt: number) => Math.min(attempt * 50, 2_000)) => ({
+const connection = (role: string, retryStrategy = (attempt: number) => Math.min(attempt * 50, 2_000)) => ({
   host: hostname,
   port: Number(port || 6379),
   maxRetriesPerRequest: null,
@@ -53,12 +54,23 @@ async function kill(admin: Redis, name: string): Promise<string[]> {
   return killed;
 }
 
-/** Jobs completed per second between `from` and `to`, from the completion times recorded. */
-const rate = (times: number[], from: number, to: number) =>
-  (times.filter((t) => t >= from && t < to).length * 1000) / (to - from);
-
 /** How many jobs the producer may be ahead of the worker. */
 const BACKLOG = 400;
+/** Each enqueue's deadline, as a request's. */
+const ENQUEUE_BUDGET_MS = 500;
+/**
+ * How late past its deadline an enqueue may end and still not be waiting on the reconnect: generous, for a
+ * process that a busy 2-core machine can keep off the CPU for a few hundred ms; a hang shows at any bound.
+ */
+const SETTLE_MARGIN_MS = 1_000;
+/** The budget of the requests that enqueue while the queue's Redis is away (BullMQ reconnects after 1 s). */
+const AWAY_BUDGET_MS = 200;
+/** Past a plain timer's lateness, what 20 rejections take to settle: well short of the reconnect's 1 s. */
+const AWAY_MARGIN_MS = 250;
+/** The worker completes a job within this long of a kill (plus any stall its twin saw meanwhile)… */
+const FIRST_COMPLETION_MS = 1_000;
+/** …and over the second after it, at least this share of the rate expected beside its twin. */
+const RECOVERED_SHARE = 0.5;
 
 /** Waits for the worker's next completion, or `limitMs` (a worker stuck shows in the counts, not as a hang). */
 async function completion(worker: Worker, limitMs: number): Promise<void> {
@@ -76,11 +88,14 @@ async function until(load: SteadyLoad, at: number): Promise<void> {
 }
 
 describe.runIf(available)('@deadline/jobs: BullMQ when Redis drops connections', () => {
-  it("the queue's and the worker's connections killed under load: no job lost or stuck, the worker back at its rate", async () => {
-    const watch = watchProcess();
-    const admin = new Redis(REDIS.url);
-    closing.push(async () => admin.disconnect());
-    const queue = new Queue(`${prefix}-q`, { connection: connection('queue') });
+  /**
+   * A queue, a worker on it and a producer feeding it: requests enqueue jobs back to back, each `enqueue()` under
+   * its deadline — at most BACKLOG ahead of the worker (each waits for one completion once it is): unpaced, a
+   * producer with the machine to itself (Node 24 and 26) enqueued 40,000 jobs in 4 s, which the worker, at
+   * ~1,300/s, had not drained in the 20 s given. Its connections are named after `role`.
+   */
+  async function workload(role: string) {
+    const queue = new Queue(`${prefix}-${role}`, { connection: connection(`${role}-queue`) });
     // As BullMQ asks: the app listens to its errors (ioredis's, forwarded).
     const queueErrors: string[] = [];
     queue.on('error', (error) => queueErrors.push(error.message));
@@ -104,7 +119,7 @@ describe.runIf(available)('@deadline/jobs: BullMQ when Redis drops connections',
       // already moved the next job to active for this worker (moveToFinished fetches it), the second run is
       // refused ("Missing lock") and that job waits for its lock to expire and the stalled-job check to put it
       // back: 30 s and 30 s by default, 2 s and 1 s here so that the test sees it end.
-      { connection: connection('worker'), concurrency: 8, lockDuration: 2_000, stalledInterval: 1_000 },
+      { connection: connection(`${role}-worker`), concurrency: 8, lockDuration: 2_000, stalledInterval: 1_000 },
     );
     const stalled: string[] = [];
     worker.on('stalled', (jobId) => stalled.push(jobId));
@@ -115,19 +130,47 @@ describe.runIf(available)('@deadline/jobs: BullMQ when Redis drops connections',
     );
     closing.push(() => worker.close(true));
     await worker.waitUntilReady();
-
-    // Requests enqueue jobs back to back, each `enqueue()` under a 500 ms deadline — at most BACKLOG ahead of the
-    // worker (each waits for one completion once it is): unpaced, a producer with the machine to itself (Node 24
-    // and 26) enqueued 40,000 jobs in 4 s, which the worker, at ~1,300/s, had not drained in the 20 s given.
     let n = 0;
     const enqueued: string[] = [];
     const producer = steadyLoad(2, async () => {
       if (enqueued.length - completedAt.length > BACKLOG) await completion(worker, 1_000);
-      const job = await runWithDeadline(500, () =>
+      const job = await runWithDeadline(ENQUEUE_BUDGET_MS, () =>
         enqueue(queue, 'work', { n: n++ }, { budgetMs: 2_000, attempts: 3, backoff: { type: 'fixed', delay: 20 } }),
       );
       enqueued.push(job.id as string);
     });
+    /** Resolves once the worker has completed a job after `at` (waited for on its own events). */
+    const completedAfter = async (at: number) => {
+      while (!((completedAt.at(-1) ?? 0) >= at)) await once(worker, 'completed');
+    };
+    return {
+      queue,
+      worker,
+      producer,
+      completedAt,
+      completedAfter,
+      enqueued,
+      failures,
+      budgets,
+      stalled,
+      queueErrors,
+      workerErrors,
+      /** The names of its connections on the server: the queue's, the worker's and the worker's blocking one. */
+      names: [
+        `${prefix}-${role}-queue`,
+        `${prefix}-${role}-worker`,
+        `bull:${Buffer.from(queue.name).toString('base64')}`,
+      ],
+    };
+  }
+
+  it("the queue's and the worker's connections killed under load: no job lost or stuck, the worker back at its rate", async () => {
+    const watch = watchProcess();
+    const admin = new Redis(REDIS.url);
+    closing.push(async () => admin.disconnect());
+    const subject = await workload('killed');
+    const twin = await workload('twin');
+    const { queue, producer, completedAt, enqueued, failures, budgets, stalled } = subject;
     const summary: string[] = [];
     try {
       const startedAt = performance.now();
@@ -135,32 +178,34 @@ describe.runIf(available)('@deadline/jobs: BullMQ when Redis drops connections',
       const kills: { at: number; killed: string[] }[] = [];
       for (let i = 0; i < 3; i++) {
         const at = performance.now();
-        const killed = [
-          ...(await kill(admin, `${prefix}-queue`)),
-          ...(await kill(admin, `${prefix}-worker`)),
-          ...(await kill(admin, `bull:${Buffer.from(queue.name).toString('base64')}`)),
-        ];
+        const killed: string[] = [];
+        for (const name of subject.names) killed.push(...(await kill(admin, name)));
         kills.push({ at, killed });
         await until(producer, at + 1_000);
-        // The worker completes jobs the second after, too (waited for on its own events).
-        while (!((completedAt.at(-1) ?? 0) >= at + 1_000)) await once(worker, 'completed');
+        // Both workers complete jobs the second after, too: its record is whole.
+        await Promise.all([subject.completedAfter(at + 1_000), twin.completedAfter(at + 1_000)]);
       }
-      await producer.stop();
+      await Promise.all([producer.stop(), twin.producer.stop()]);
       for (const { at, killed } of kills) {
-        const before = rate(completedAt, at - 1_000, at);
-        const after = rate(completedAt, at, at + 1_000);
+        const rates = besideTwin({
+          load: completedAt,
+          twin: twin.completedAt,
+          before: [at - 1_000, at],
+          after: [at, at + 1_000],
+        });
         const first = (completedAt.find((t) => t >= at) ?? Number.POSITIVE_INFINITY) - at;
-        summary.push(
-          `kill of ${killed.length} connections (${killed.join(', ')}): worker ${before.toFixed(0)} jobs/s before, ${after.toFixed(0)}/s in the second after, first completion ${first.toFixed(0)} ms after; enqueue ${producer.rate(at - 1_000, at).toFixed(0)}/s before, ${producer.rate(at, at + 1_000).toFixed(0)}/s after, failed ${producer.failures(at, at + 1_000).length}`,
-        );
+        // How long the machine kept the twin from completing anything in that time: the same holds this worker.
+        const stall = longestGap(twin.completedAt, at, at + Math.min(first, 1_000));
+        const line = `kill of ${killed.length} connections (${killed.join(', ')}): worker ${rates.line}, first completion ${first.toFixed(0)} ms after (the twin's longest wait meanwhile ${stall.toFixed(0)} ms); enqueue ${producer.rate(at - 1_000, at).toFixed(0)}/s before, ${producer.rate(at, at + 1_000).toFixed(0)}/s after, failed ${producer.failures(at, at + 1_000).length}`;
+        summary.push(line);
         // The queue's, the worker's and the worker's blocking one.
-        expect(killed).toHaveLength(3);
-        expect(first).toBeLessThan(1_000);
-        expect(after).toBeGreaterThanOrEqual(before * 0.5);
+        expect(killed, line).toHaveLength(3);
+        expect(first, line).toBeLessThan(FIRST_COMPLETION_MS + stall);
+        expect(rates.after, line).toBeGreaterThanOrEqual(rates.expectedAfter * RECOVERED_SHARE);
       }
       // Every enqueue that failed did so with a clear error, by its deadline.
       for (const outcome of producer.outcomes) {
-        expect(outcome.endedAt - outcome.startedAt).toBeLessThan(500 + 250);
+        expect(outcome.endedAt - outcome.startedAt).toBeLessThan(ENQUEUE_BUDGET_MS + SETTLE_MARGIN_MS);
         if (outcome.error !== undefined) expect((outcome.error as Error).message).not.toBe('');
       }
       // None lost, none stuck: every job in the queue ends completed or failed (asked until so, or 20 s).
@@ -188,10 +233,10 @@ describe.runIf(available)('@deadline/jobs: BullMQ when Redis drops connections',
       // Each attempt ran under the job's own budget.
       expect(budgets.every((ms) => ms > 1_500 && ms <= 2_000)).toBe(true);
     } finally {
-      await producer.stop();
+      await Promise.all([producer.stop(), twin.producer.stop()]);
       watch.stop();
       console.log(
-        `bullmq, connections killed:\n  ${summary.join('\n  ')}\n  worker 'error' events: ${JSON.stringify([...new Set(workerErrors)])}; queue 'error' events: ${JSON.stringify([...new Set(queueErrors)])}`,
+        `bullmq, connections killed:\n  ${summary.join('\n  ')}\n  worker 'error' events: ${JSON.stringify([...new Set(subject.workerErrors)])}; queue 'error' events: ${JSON.stringify([...new Set(subject.queueErrors)])}`,
       );
     }
     expect(watch.seen).toEqual([]);
@@ -214,14 +259,19 @@ describe.runIf(available)('@deadline/jobs: BullMQ when Redis drops connections',
     expect(await kill(admin, `${prefix}-away`)).toHaveLength(1);
     await reconnecting;
     const started = performance.now();
+    // A plain timer for the same 200 ms, set beside their deadlines: how late the machine let timers fire.
+    const timerLate = delay(AWAY_BUDGET_MS).then(() => performance.now() - started - AWAY_BUDGET_MS);
     const outcomes = await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
-        runWithDeadline(200, () => enqueue(queue, 'late', { i }, { budgetMs: 1_000 })).catch((e: unknown) => e),
+        runWithDeadline(AWAY_BUDGET_MS, () => enqueue(queue, 'late', { i }, { budgetMs: 1_000 })).catch(
+          (e: unknown) => e,
+        ),
       ),
     );
     const elapsed = performance.now() - started;
     for (const outcome of outcomes) expect(outcome).toBeInstanceOf(DeadlineExceededError);
-    expect(elapsed).toBeLessThan(200 + 250);
+    // At their deadline, as late as the timer was at most, and not at BullMQ's reconnect a second on.
+    expect(elapsed).toBeLessThan(AWAY_BUDGET_MS + (await timerLate) + AWAY_MARGIN_MS);
     // Back, a moment later: nothing was left queued in ioredis to be added now, for requests long gone.
     if (client.status !== 'ready') await once(client, 'ready');
     expect(await queue.count()).toBe(0);

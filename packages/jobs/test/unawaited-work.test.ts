@@ -176,8 +176,10 @@ describe.runIf(available)('work the handler did not await (PostgreSQL)', () => {
           expect(response.statusCode).toBe(200);
           expect(await response.body.text()).toBe('ok');
           const answered = performance.now();
-          expect(answered - sent).toBeLessThan(1_000);
           const landed = await rowLanded(key);
+          // Answered before the insert's second was up: the response did not wait for it (however long this busy
+          // machine took to answer, the row landed well after).
+          expect(answered - sent).toBeLessThan(landed - sent);
           expect(landed - answered).toBeGreaterThan(100);
           const line = await outlivedLine(server.lines);
           expect(line).toMatchObject({ level: 40, hop: 'orders', target: 'audit-db', outcome: 'ok' });

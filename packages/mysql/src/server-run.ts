@@ -15,9 +15,10 @@
  *   process's monotonic clock: when the run started, on that clock, to within a second either way;
  * - `@@hostname`, `@@port`, `@@server_id`: which server. When a side connection reaches another server than
  *   the one before it did, at the same peer (a failover behind an address that moved), a connection seen alive
- *   before the new side connection began to connect may be on the old server, whatever the new one's uptime.
- *   This tells only once a side connection has learnt the server before: the first server a killer reaches is
- *   taken to be the one its pool's connections are on (the peer is still compared).
+ *   before the first side connection to reach the new server began to connect may be on the old server, whatever
+ *   the new one's uptime — for that side connection and every later one there (a spare opened while a KILL was
+ *   held up). This tells only once a side connection has learnt the server before: the first server a killer
+ *   reaches is taken to be the one its pool's connections are on (the peer is still compared).
  */
 import type { SideStatements } from './side-connection.js';
 import type { Sighting } from './sightings.js';
@@ -79,13 +80,22 @@ export class RunLog {
   #server: string | undefined;
 
   /**
+   * Connections seen alive before this are not taken to be on the server last reached: when it was reached after
+   * another (a failover), when the first side connection to reach it began to connect; else never.
+   */
+  #movedAt = Number.NEGATIVE_INFINITY;
+
+  /**
    * The aim of a side connection that began to connect at `openingAt` and reached `run` at `peer`. A server
    * other than the last one's: only connections seen alive since this side connection began to connect are
-   * taken to be on it.
+   * taken to be on it — and on every later side connection that reaches that server too (a spare opened while a
+   * KILL was held up): a connection seen alive before, on the server before it, is no more on it then.
    */
   arrive(run: ServerRun, peer: string, openingAt: number): Aim {
-    const moved = this.#server !== undefined && this.#server !== run.server;
-    this.#server = run.server;
-    return new Aim(peer, moved ? Math.max(run.startedBy, openingAt) : run.startedBy);
+    if (this.#server !== run.server) {
+      if (this.#server !== undefined) this.#movedAt = openingAt;
+      this.#server = run.server;
+    }
+    return new Aim(peer, Math.max(run.startedBy, this.#movedAt));
   }
 }

@@ -15,25 +15,42 @@ import {
 import { createPool, type Pool, type RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { MARIADB, requireService } from '../../../test/support/services.ts';
+import { timerLateness } from '../../../test/support/settle.ts';
 import { type DeadlinePool, withDeadline } from '../src/index.ts';
-import { oneCuttingFileAtATime } from './one-file-at-a-time.ts';
+import { oneCutterAtATime } from './one-cutter-at-a-time.ts';
 import { marker, percentile, serverOptions, Watcher } from './support.ts';
 
 const ok = await requireService(MARIADB);
-if (ok) oneCuttingFileAtATime();
+if (ok) oneCutterAtATime();
+/** This process's own table: another run of the suite beside this one (other sessions test too) has its own. */
+const TABLE = `deadline_cancel_locks_${process.pid}`;
 
-/** Runs `fn` under a fresh `ms` budget; resolves with what it threw and when (ms since the start, and the instant). */
+/**
+ * How long past its deadline (and past a plain timer due with it: the machine's own lateness, settle.ts) a call may
+ * reject on a busy machine: well short of the 5 s its statement would run.
+ */
+const SETTLE_MARGIN_MS = 800;
+/** With `marginMs: 150`, the stop comes this soon after the margin's start: before the request's own deadline. */
+const BEFORE_REQUEST_DEADLINE_MS = 145;
+/** Past a plain timer due with its deadline, a statement is gone from the server within this, at the 99th percentile. */
+const GONE_P99_MS = 200;
+
+/**
+ * Runs `fn` under a fresh `ms` budget; resolves with what it threw and when (ms since the start, and the instant),
+ * and how late a plain timer set beside the deadline fired.
+ */
 async function failure(
   ms: number,
   fn: () => Promise<unknown>,
-): Promise<{ error: unknown; elapsed: number; at: number; deadline: number }> {
+): Promise<{ error: unknown; elapsed: number; at: number; deadline: number; late: number }> {
   const start = performance.now();
   const deadline = start + ms;
+  const lateness = timerLateness(ms);
   try {
     await runWithDeadline(ms, fn);
   } catch (error) {
     const at = performance.now();
-    return { error, elapsed: at - start, at, deadline };
+    return { error, elapsed: at - start, at, deadline, late: await lateness };
   }
   throw new Error(`expected the statement to fail within ${ms} ms`);
 }
@@ -45,14 +62,15 @@ describe.runIf(ok)('statements stopped at the deadline (MariaDB)', () => {
 
   beforeAll(async () => {
     watcher = await Watcher.open();
-    await watcher.query('CREATE TABLE IF NOT EXISTS deadline_cancel_locks (id INT PRIMARY KEY, v INT NOT NULL)');
-    await watcher.query('INSERT IGNORE INTO deadline_cancel_locks VALUES (1, 0)');
+    await watcher.query(`CREATE TABLE IF NOT EXISTS ${TABLE} (id INT PRIMARY KEY, v INT NOT NULL)`);
+    await watcher.query(`INSERT IGNORE INTO ${TABLE} VALUES (1, 0)`);
     pool = createPool(serverOptions({ connectionLimit: 1 }));
     db = withDeadline(pool);
   });
 
   afterAll(async () => {
     await db?.end();
+    await watcher?.query(`DROP TABLE IF EXISTS ${TABLE}`);
     await watcher?.end();
   });
 
@@ -61,11 +79,11 @@ describe.runIf(ok)('statements stopped at the deadline (MariaDB)', () => {
     let created = 0;
     pool.on('connection', () => created++);
     const mark = marker();
-    const { error, elapsed } = await failure(200, () => db.query(`SELECT SLEEP(5) /* ${mark} */`));
+    const { error, elapsed, late } = await failure(200, () => db.query(`SELECT SLEEP(5) /* ${mark} */`));
     expect(error).toBeInstanceOf(DeadlineExceededError);
     expect(error).toMatchObject({ phase: 'during-call', target: 'test' });
     expect(elapsed).toBeGreaterThanOrEqual(195);
-    expect(elapsed).toBeLessThan(1_000);
+    expect(elapsed).toBeLessThan(200 + late + SETTLE_MARGIN_MS);
     await watcher.waitGone(mark);
     // The next statement on the pool works, on the same connection: it was released, not destroyed.
     const [[after]] = await db.query<RowDataPacket[]>('SELECT CONNECTION_ID() AS id');
@@ -77,47 +95,52 @@ describe.runIf(ok)('statements stopped at the deadline (MariaDB)', () => {
     // From the deadline itself (start + budget), and from the moment the caller's promise rejected.
     const fromDeadline: number[] = [];
     const fromRejection: number[] = [];
+    // From the deadline less how late a plain timer due then fired: what the machine's stalls leave to the library.
+    const pastTimer: number[] = [];
     for (let run = 0; run < 100; run++) {
       const mark = marker();
-      const { error, at, deadline } = await failure(50, () => db.query(`SELECT SLEEP(5) /* ${mark} */`));
+      const { error, at, deadline, late } = await failure(50, () => db.query(`SELECT SLEEP(5) /* ${mark} */`));
       expect(error).toBeInstanceOf(DeadlineExceededError);
       const gone = await watcher.waitGone(mark);
       fromDeadline.push(gone - deadline);
       fromRejection.push(gone - at);
+      pastTimer.push(gone - deadline - late);
     }
     const report = (name: string, values: number[]) =>
       `${name}: p50 ${percentile(values, 50).toFixed(2)} ms, p99 ${percentile(values, 99).toFixed(2)} ms, max ${Math.max(...values).toFixed(2)} ms`;
     console.log(
-      `statement gone, over ${fromDeadline.length} runs — ${report('after the deadline', fromDeadline)}; ${report('after the rejection', fromRejection)}`,
+      `statement gone, over ${fromDeadline.length} runs — ${report('after the deadline', fromDeadline)}; ${report('after the rejection', fromRejection)}; ${report('after a plain timer due at the deadline', pastTimer)}`,
     );
-    expect(percentile(fromDeadline, 99)).toBeLessThan(200);
+    expect(percentile(pastTimer, 99)).toBeLessThan(GONE_P99_MS);
   });
 
   it('a statement waiting on a row lock is stopped the same way', async () => {
     const holder = await Watcher.open();
     try {
       await holder.query('START TRANSACTION');
-      await holder.query('SELECT * FROM deadline_cancel_locks WHERE id = 1 FOR UPDATE');
+      await holder.query(`SELECT * FROM ${TABLE} WHERE id = 1 FOR UPDATE`);
       const mark = marker();
-      const { error, elapsed } = await failure(200, () =>
-        db.query(`UPDATE deadline_cancel_locks SET v = v + 1 WHERE id = 1 /* ${mark} */`),
+      const { error, elapsed, late } = await failure(200, () =>
+        db.query(`UPDATE ${TABLE} SET v = v + 1 WHERE id = 1 /* ${mark} */`),
       );
       expect(error).toBeInstanceOf(DeadlineExceededError);
-      expect(elapsed).toBeLessThan(1_000);
+      expect(elapsed).toBeLessThan(200 + late + SETTLE_MARGIN_MS);
       await watcher.waitGone(mark);
     } finally {
       await holder.query('ROLLBACK');
       await holder.end();
     }
-    const [[row]] = await db.query<RowDataPacket[]>('SELECT v FROM deadline_cancel_locks WHERE id = 1');
+    const [[row]] = await db.query<RowDataPacket[]>(`SELECT v FROM ${TABLE} WHERE id = 1`);
     expect(row?.v).toBe(0);
   });
 
   it('a CPU-bound statement (BENCHMARK) is stopped', async () => {
     const mark = marker();
-    const { error, elapsed } = await failure(200, () => db.query(`SELECT BENCHMARK(1e10, MD5('x')) /* ${mark} */`));
+    const { error, elapsed, late } = await failure(200, () =>
+      db.query(`SELECT BENCHMARK(1e10, MD5('x')) /* ${mark} */`),
+    );
     expect(error).toBeInstanceOf(DeadlineExceededError);
-    expect(elapsed).toBeLessThan(1_000);
+    expect(elapsed).toBeLessThan(200 + late + SETTLE_MARGIN_MS);
     await watcher.waitGone(mark);
     const [[row]] = await db.query<RowDataPacket[]>('SELECT 1 AS one');
     expect(row?.one).toBe(1);
@@ -192,11 +215,13 @@ describe.runIf(ok)('statements stopped at the deadline (MariaDB)', () => {
     });
     try {
       const mark = marker();
+      const late = timerLateness(250);
       const { error, elapsed } = await failure(400, () => withMargin.query(`SELECT SLEEP(5) /* ${mark} */`));
       expect(error).toBeInstanceOf(DeadlineExceededError);
       expect(error).toMatchObject({ phase: 'during-call', target: 'orders' });
       expect(elapsed).toBeGreaterThanOrEqual(245);
-      expect(elapsed).toBeLessThan(395);
+      // At the deadline less the margin (as late as a plain timer due then), before the request's own.
+      expect(elapsed).toBeLessThan(250 + (await late) + BEFORE_REQUEST_DEADLINE_MS);
       await watcher.waitGone(mark);
     } finally {
       await withMargin.end();

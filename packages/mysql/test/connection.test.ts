@@ -10,6 +10,8 @@ import { type DeadlineConnection, withDeadline } from '../src/index.ts';
 import { marker, serverOptions, Watcher } from './support.ts';
 
 const ok = await requireService(MARIADB);
+/** This process's own table: another run of the suite beside this one (other sessions test too) has its own. */
+const TABLE = `deadline_single_rows_${process.pid}`;
 
 describe.runIf(ok)('a single connection (MariaDB)', () => {
   let watcher: Watcher;
@@ -17,13 +19,14 @@ describe.runIf(ok)('a single connection (MariaDB)', () => {
 
   beforeAll(async () => {
     watcher = await Watcher.open();
-    await watcher.query('CREATE TABLE IF NOT EXISTS deadline_single_rows (id INT PRIMARY KEY) ENGINE=InnoDB');
-    await watcher.query('DELETE FROM deadline_single_rows');
+    await watcher.query(`CREATE TABLE IF NOT EXISTS ${TABLE} (id INT PRIMARY KEY) ENGINE=InnoDB`);
+    await watcher.query(`DELETE FROM ${TABLE}`);
     db = withDeadline(await createConnection(serverOptions()), { name: 'single-db' });
   });
 
   afterAll(async () => {
     await db?.end();
+    await watcher?.query(`DROP TABLE IF EXISTS ${TABLE}`);
     await watcher?.end();
   });
 
@@ -45,7 +48,7 @@ describe.runIf(ok)('a single connection (MariaDB)', () => {
     await expect(
       runWithDeadline(150, () =>
         db.transaction(async (tx) => {
-          await tx.query('INSERT INTO deadline_single_rows (id) VALUES (1)');
+          await tx.query(`INSERT INTO ${TABLE} (id) VALUES (1)`);
           await tx.query(`SELECT SLEEP(5) /* ${mark} */`);
         }),
       ),
@@ -53,10 +56,10 @@ describe.runIf(ok)('a single connection (MariaDB)', () => {
     await watcher.waitGone(mark);
     await runWithDeadline(1_000, () =>
       db.transaction(async (tx) => {
-        await tx.query('INSERT INTO deadline_single_rows (id) VALUES (2)');
+        await tx.query(`INSERT INTO ${TABLE} (id) VALUES (2)`);
       }),
     );
-    const [rows] = await db.query<RowDataPacket[]>('SELECT id, @@in_transaction AS open FROM deadline_single_rows');
+    const [rows] = await db.query<RowDataPacket[]>(`SELECT id, @@in_transaction AS open FROM ${TABLE}`);
     expect(rows.map((row) => [row.id, row.open])).toEqual([[2, 0]]);
   });
 

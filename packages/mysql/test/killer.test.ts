@@ -15,11 +15,11 @@ import { withDeadline } from '../src/index.ts';
 import { HELD_KILL_MS, KILL_TIMEOUT_MS, Killer, STUCK_KILL_MS } from '../src/killer.ts';
 import { mysql2Sides } from '../src/side-connection.ts';
 import { sightingOf, watchForSighting } from '../src/sightings.ts';
-import { oneCuttingFileAtATime } from './one-file-at-a-time.ts';
+import { oneCutterAtATime } from './one-cutter-at-a-time.ts';
 import { connectionConfigOf, marker, serverOptions, Watcher } from './support.ts';
 
 const ok = await requireService(MARIADB);
-if (ok) oneCuttingFileAtATime();
+if (ok) oneCutterAtATime();
 
 describe('the side connection, against a server that never answers', () => {
   const server = createServer();

@@ -7,11 +7,13 @@ import { createPool, type RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MARIADB, requireService } from '../../../test/support/services.ts';
 import { type DeadlinePool, withDeadline } from '../src/index.ts';
-import { oneCuttingFileAtATime } from './one-file-at-a-time.ts';
+import { oneCutterAtATime } from './one-cutter-at-a-time.ts';
 import { marker, serverOptions, Watcher } from './support.ts';
 
 const ok = await requireService(MARIADB);
-if (ok) oneCuttingFileAtATime();
+if (ok) oneCutterAtATime();
+/** This process's own table: another run of the suite beside this one (other sessions test too) has its own. */
+const TABLE = `deadline_tx_orders_${process.pid}`;
 
 describe.runIf(ok)('transaction() (MariaDB)', () => {
   let watcher: Watcher;
@@ -19,25 +21,24 @@ describe.runIf(ok)('transaction() (MariaDB)', () => {
 
   /** Rows in the table and whether a transaction is open, read on the pool's only connection. */
   async function state(): Promise<{ rows: number; open: number }> {
-    const [[row]] = await db.query<RowDataPacket[]>(
-      'SELECT COUNT(*) AS n, @@in_transaction AS open FROM deadline_tx_orders',
-    );
+    const [[row]] = await db.query<RowDataPacket[]>(`SELECT COUNT(*) AS n, @@in_transaction AS open FROM ${TABLE}`);
     return { rows: Number(row?.n), open: Number(row?.open) };
   }
 
   beforeAll(async () => {
     watcher = await Watcher.open();
-    await watcher.query('CREATE TABLE IF NOT EXISTS deadline_tx_orders (id INT PRIMARY KEY) ENGINE=InnoDB');
+    await watcher.query(`CREATE TABLE IF NOT EXISTS ${TABLE} (id INT PRIMARY KEY) ENGINE=InnoDB`);
     // One connection: the statement after a transaction runs on the connection the transaction used.
     db = withDeadline(createPool(serverOptions({ connectionLimit: 1 })));
   });
 
   beforeEach(async () => {
-    await watcher.query('DELETE FROM deadline_tx_orders');
+    await watcher.query(`DELETE FROM ${TABLE}`);
   });
 
   afterAll(async () => {
     await db?.end();
+    await watcher?.query(`DROP TABLE IF EXISTS ${TABLE}`);
     await watcher?.end();
   });
 
@@ -46,7 +47,7 @@ describe.runIf(ok)('transaction() (MariaDB)', () => {
     const start = performance.now();
     const error = await runWithDeadline(200, () =>
       db.transaction(async (tx) => {
-        await tx.query('INSERT INTO deadline_tx_orders (id) VALUES (1)');
+        await tx.query(`INSERT INTO ${TABLE} (id) VALUES (1)`);
         await tx.query(`SELECT SLEEP(5) /* ${mark} */`);
       }),
     ).catch((caught: unknown) => caught);
@@ -65,10 +66,10 @@ describe.runIf(ok)('transaction() (MariaDB)', () => {
     let late: Promise<unknown> | undefined;
     const error = await runWithDeadline(150, () =>
       db.transaction(async (tx) => {
-        await tx.execute('INSERT INTO deadline_tx_orders (id) VALUES (?)', [2]);
+        await tx.execute(`INSERT INTO ${TABLE} (id) VALUES (?)`, [2]);
         await tx.query(`SELECT SLEEP(5) /* ${mark} */`).catch(() => {});
         // After the stop: refused, without touching the connection.
-        late = tx.query('INSERT INTO deadline_tx_orders (id) VALUES (3)').catch((caught: unknown) => caught);
+        late = tx.query(`INSERT INTO ${TABLE} (id) VALUES (3)`).catch((caught: unknown) => caught);
       }),
     ).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(DeadlineExceededError);
@@ -80,8 +81,8 @@ describe.runIf(ok)('transaction() (MariaDB)', () => {
   it('commits what the callback did, and resolves with its value', async () => {
     const value = await runWithDeadline(2_000, () =>
       db.transaction(async (tx) => {
-        await tx.execute('INSERT INTO deadline_tx_orders (id) VALUES (?)', [4]);
-        await tx.query('INSERT INTO deadline_tx_orders (id) VALUES (5)');
+        await tx.execute(`INSERT INTO ${TABLE} (id) VALUES (?)`, [4]);
+        await tx.query(`INSERT INTO ${TABLE} (id) VALUES (5)`);
         return 'done';
       }),
     );
@@ -94,7 +95,7 @@ describe.runIf(ok)('transaction() (MariaDB)', () => {
     await expect(
       runWithDeadline(2_000, () =>
         db.transaction(async (tx) => {
-          await tx.query('INSERT INTO deadline_tx_orders (id) VALUES (6)');
+          await tx.query(`INSERT INTO ${TABLE} (id) VALUES (6)`);
           throw failure;
         }),
       ),
@@ -104,11 +105,11 @@ describe.runIf(ok)('transaction() (MariaDB)', () => {
 
   it('outside a context: an ordinary transaction, committed or rolled back', async () => {
     await db.transaction(async (tx) => {
-      await tx.query('INSERT INTO deadline_tx_orders (id) VALUES (7)');
+      await tx.query(`INSERT INTO ${TABLE} (id) VALUES (7)`);
     });
     await expect(
       db.transaction(async (tx) => {
-        await tx.query('INSERT INTO deadline_tx_orders (id) VALUES (8)');
+        await tx.query(`INSERT INTO ${TABLE} (id) VALUES (8)`);
         throw new Error('no');
       }),
     ).rejects.toThrow('no');

@@ -94,13 +94,16 @@ describe('fetch/undici', () => {
   });
 
   it('a call in time: its span says how much was left and what timeout it was given; nothing cut', async () => {
+    const before = performance.now();
     await runWithDeadline(1_000, async () => {
       const res = await request(`${url}/ok`, { dispatcher: agent });
       await res.body.text();
     });
+    const left = 1_000 - (performance.now() - before) - 1;
     const [span] = clientSpans((s) => String(s.attributes['url.full']).endsWith('/ok'));
-    expect(span?.attributes['deadline.remaining_ms']).toBeGreaterThan(900);
-    expect(span?.attributes['deadline.timeout_ms']).toBeGreaterThan(900);
+    // The budget less what had passed by the call's start (at most all of it, however slow the machine).
+    expect(span?.attributes['deadline.remaining_ms']).toBeGreaterThanOrEqual(left);
+    expect(span?.attributes['deadline.timeout_ms']).toBeGreaterThanOrEqual(left);
     expect(span?.attributes['deadline.cancel']).toBeUndefined();
     expect(eventNames(span)).toEqual([]);
   });
@@ -161,9 +164,11 @@ describe.runIf(postgres)('PostgreSQL', () => {
   });
 
   it('a statement in time: the budget on its span, no cancel', async () => {
+    const before = performance.now();
     await runWithDeadline(1_000, () => db.query('select 1 as one'));
+    const left = 1_000 - (performance.now() - before) - 1;
     const [span] = clientSpans((s) => String(s.attributes['db.query.text']).includes('select 1'));
-    expect(span?.attributes['deadline.remaining_ms']).toBeGreaterThan(500);
+    expect(span?.attributes['deadline.remaining_ms']).toBeGreaterThanOrEqual(left);
     expect(span?.attributes['deadline.cancel']).toBeUndefined();
   });
 });
@@ -260,9 +265,11 @@ describe.runIf(redis)('Redis', () => {
   });
 
   it('a command in time: the budget on its span', async () => {
+    const before = performance.now();
     await inRequest(() => runWithDeadline(1_000, () => db.get('deadline-otel-missing')));
+    const left = 1_000 - (performance.now() - before) - 1;
     const [span] = clientSpans((s) => s.name === 'get');
-    expect(span?.attributes['deadline.remaining_ms']).toBeGreaterThan(500);
+    expect(span?.attributes['deadline.remaining_ms']).toBeGreaterThanOrEqual(left);
   });
 });
 

@@ -23,10 +23,24 @@ import pg from 'pg';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POSTGRES, requireService } from '../../../test/support/services.ts';
+import { timerLateness } from '../../../test/support/settle.ts';
 import { withDeadline } from '../src/index.ts';
 import { marker, ServerActivity } from './support/activity.ts';
 
 const available = await requireService(POSTGRES);
+/** This process's own tables: another run of the suite beside this one (other sessions test too) has its own. */
+const LOCKS = `deadline_locks_${process.pid}`;
+const DROPPED = `deadline_dropped_cancel_${process.pid}`;
+const TX = `deadline_tx_${process.pid}`;
+/**
+ * How long past its deadline, and past a plain timer due with it (as late as the machine let that fire,
+ * settle.ts), a call may reject on a busy machine: well short of the 5 s its statement would run.
+ */
+const SETTLE_MARGIN_MS = 500;
+/** Long enough for a statement to reach the server on a busy machine, its connection already made. */
+const REACHES_THE_SERVER_MS = 2_000;
+/** Past a plain timer due with its deadline, a statement is gone from the server within this, at the 99th percentile. */
+const GONE_P99_MS = 500;
 
 let monitor: pg.Client;
 let activity: ServerActivity;
@@ -78,6 +92,7 @@ describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
   });
   afterAll(async () => {
     await Promise.all(pools.map((p) => p.end()));
+    await activity?.monitor.query(`DROP TABLE IF EXISTS ${LOCKS}, ${DROPPED}, ${TX}`);
     await activity?.end();
   });
 
@@ -110,22 +125,30 @@ describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
   it('deadline → statement gone from pg_stat_activity, over 100 runs (p50, p99)', async () => {
     const db = withDeadline(newPool());
     const latencies: number[] = [];
+    // From the deadline less how late a plain timer due then fired: what the machine's stalls leave to the library.
+    const pastTimer: number[] = [];
     for (let i = 0; i < 100; i++) {
       const m = marker();
       let deadlineAt = 0;
+      const late = timerLateness(50);
       const error = await runWithDeadline(50, () => {
         // The deadline's own instant on the monotonic clock (performance.now()), not when we heard of it.
         deadlineAt = currentDeadline()?.expiresAt as number;
         return db.query(`SELECT pg_sleep(5) /* ${m} */`);
       }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(DeadlineExceededError);
-      latencies.push((await activity.goneAt(m)) - deadlineAt);
+      const gone = (await activity.goneAt(m)) - deadlineAt;
+      latencies.push(gone);
+      pastTimer.push(gone - (await late));
     }
     latencies.sort((a, b) => a - b);
+    pastTimer.sort((a, b) => a - b);
     const p50 = latencies[49] as number;
     const p99 = latencies[98] as number;
-    console.log(`postgres cancel: deadline → statement gone p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms`);
-    expect(p99).toBeLessThan(500);
+    console.log(
+      `postgres cancel: deadline → statement gone p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms; past a plain timer due then, p99 ${pastTimer[98]?.toFixed(1)} ms`,
+    );
+    expect(pastTimer[98]).toBeLessThan(GONE_P99_MS);
   }, 60_000);
 
   it('a statement still running near its deadline has its cancel connection open before the stop, closed after', async () => {
@@ -156,8 +179,8 @@ describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
   it('a statement that ends just before its deadline: the connection opened ahead is closed unused', async () => {
     const pool = newPool(1);
     const db = withDeadline(pool, { statementTimeout: false });
-    await monitor.query('CREATE TABLE IF NOT EXISTS deadline_locks (id int PRIMARY KEY, n int)');
-    await monitor.query('INSERT INTO deadline_locks VALUES (2, 0) ON CONFLICT DO NOTHING');
+    await monitor.query(`CREATE TABLE IF NOT EXISTS ${LOCKS} (id int PRIMARY KEY, n int)`);
+    await monitor.query(`INSERT INTO ${LOCKS} VALUES (2, 0) ON CONFLICT DO NOTHING`);
     const holder = new pg.Client({ connectionString: POSTGRES.url });
     await holder.connect();
     let pid: number | undefined;
@@ -172,7 +195,7 @@ describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
         // Node 24: the lock released by the new pool connection's opening, 156 bytes written on the "unused" one).
         pid = (await pool.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
         await holder.query('BEGIN');
-        await holder.query('SELECT * FROM deadline_locks WHERE id = 2 FOR UPDATE');
+        await holder.query(`SELECT * FROM ${LOCKS} WHERE id = 2 FOR UPDATE`);
         // The lock goes the moment the cancel connection is opened (~10 ms before the stop): the statement then
         // ends before its deadline, with a connection opened for a cancel that is not needed.
         // Its promise is the test's own: a cancel connection opened after the last round would meet the holder's
@@ -180,7 +203,7 @@ describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
         const cancels = watchCancelConnections(() => void holder.query('ROLLBACK').catch(() => {}));
         try {
           const result = await runWithDeadline(300, async (ctx) => {
-            const answer = await db.query('UPDATE deadline_locks SET n = n + 1 WHERE id = 2');
+            const answer = await db.query(`UPDATE ${LOCKS} SET n = n + 1 WHERE id = 2`);
             return { answer, stoppedFirst: ctx.signal?.aborted === true };
           }).catch((e: unknown) => e);
           const opened = cancels.sockets.length > 0;
@@ -257,10 +280,10 @@ describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
     pools.push(pool);
     const db = withDeadline(pool);
     try {
-      await monitor.query('CREATE TABLE IF NOT EXISTS deadline_dropped_cancel (marker text)');
+      await monitor.query(`CREATE TABLE IF NOT EXISTS ${DROPPED} (marker text)`);
       await pool.query('SELECT 1'); // the connection open before the test's statement
       const error = await runWithContext({ signal: stop.signal }, () =>
-        db.query(`INSERT INTO deadline_dropped_cancel SELECT $1 FROM pg_sleep(2) /* ${marker} */`, [marker]),
+        db.query(`INSERT INTO ${DROPPED} SELECT $1 FROM pg_sleep(2) /* ${marker} */`, [marker]),
       ).catch((e: unknown) => e);
       const stoppedAt = performance.now();
       expect(error).toBeInstanceOf(CancelledError);
@@ -268,9 +291,7 @@ describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
       const goneAfter = (await activity.goneAt(marker)) - stoppedAt;
       console.log(`dropped cancel: the statement gone ${goneAfter.toFixed(1)} ms after the caller was answered`);
       expect(goneAfter).toBeLessThan(1_000);
-      const { rows } = await monitor.query('SELECT count(*)::int AS n FROM deadline_dropped_cancel WHERE marker = $1', [
-        marker,
-      ]);
+      const { rows } = await monitor.query(`SELECT count(*)::int AS n FROM ${DROPPED} WHERE marker = $1`, [marker]);
       expect(rows[0]).toEqual({ n: 0 });
       // The pool serves on: a new connection if the one that had two cancels sent was let go.
       expect((await db.query('SELECT 1 AS n')).rows).toEqual([{ n: 1 }]);
@@ -320,16 +341,16 @@ describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
 
   it('a statement waiting on a row lock is cancelled the same way', async () => {
     const db = withDeadline(newPool());
-    await monitor.query('CREATE TABLE IF NOT EXISTS deadline_locks (id int PRIMARY KEY, n int)');
-    await monitor.query('INSERT INTO deadline_locks VALUES (1, 0) ON CONFLICT DO NOTHING');
+    await monitor.query(`CREATE TABLE IF NOT EXISTS ${LOCKS} (id int PRIMARY KEY, n int)`);
+    await monitor.query(`INSERT INTO ${LOCKS} VALUES (1, 0) ON CONFLICT DO NOTHING`);
     const holder = new pg.Client({ connectionString: POSTGRES.url });
     await holder.connect();
     try {
       await holder.query('BEGIN');
-      await holder.query('SELECT * FROM deadline_locks WHERE id = 1 FOR UPDATE');
+      await holder.query(`SELECT * FROM ${LOCKS} WHERE id = 1 FOR UPDATE`);
       const m = marker();
       const error = await runWithDeadline(200, () =>
-        db.query(`UPDATE deadline_locks SET n = n + 1 WHERE id = 1 /* ${m} */`),
+        db.query(`UPDATE ${LOCKS} SET n = n + 1 WHERE id = 1 /* ${m} */`),
       ).catch((e: unknown) => e);
       const rejectedAt = performance.now();
       expect(error).toBeInstanceOf(DeadlineExceededError);
@@ -357,16 +378,16 @@ describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
   it('a transaction cancelled mid-way is rolled back and its connection returned healthy', async () => {
     const pool = newPool(1);
     const db = withDeadline(pool);
-    await monitor.query('CREATE TABLE IF NOT EXISTS deadline_tx (id serial PRIMARY KEY, tag text)');
+    await monitor.query(`CREATE TABLE IF NOT EXISTS ${TX} (id serial PRIMARY KEY, tag text)`);
     const tag = marker();
     const error = await runWithDeadline(300, () =>
       db.transaction(async (tx) => {
-        await tx.query('INSERT INTO deadline_tx (tag) VALUES ($1)', [tag]);
+        await tx.query(`INSERT INTO ${TX} (tag) VALUES ($1)`, [tag]);
         await tx.query('SELECT pg_sleep(5)');
       }),
     ).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(DeadlineExceededError);
-    const { rows } = await db.query('SELECT count(*)::int AS n FROM deadline_tx WHERE tag = $1', [tag]);
+    const { rows } = await db.query(`SELECT count(*)::int AS n FROM ${TX} WHERE tag = $1`, [tag]);
     expect(rows[0]).toEqual({ n: 0 });
     // The same (only) connection: outside any transaction, default settings.
     const state = await pool.query(
@@ -378,12 +399,10 @@ describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
 
   it('a transaction that completes commits', async () => {
     const db = withDeadline(newPool(1));
-    await monitor.query('CREATE TABLE IF NOT EXISTS deadline_tx (id serial PRIMARY KEY, tag text)');
+    await monitor.query(`CREATE TABLE IF NOT EXISTS ${TX} (id serial PRIMARY KEY, tag text)`);
     const tag = marker();
-    await runWithDeadline(5_000, () =>
-      db.transaction((tx) => tx.query('INSERT INTO deadline_tx (tag) VALUES ($1)', [tag])),
-    );
-    const { rows } = await monitor.query('SELECT count(*)::int AS n FROM deadline_tx WHERE tag = $1', [tag]);
+    await runWithDeadline(5_000, () => db.transaction((tx) => tx.query(`INSERT INTO ${TX} (tag) VALUES ($1)`, [tag])));
+    const { rows } = await monitor.query(`SELECT count(*)::int AS n FROM ${TX} WHERE tag = $1`, [tag]);
     expect(rows[0]).toEqual({ n: 1 });
   });
 
@@ -396,6 +415,7 @@ describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
       const traceA = traceFrom('00-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-aaaaaaaaaaaaaaaa-01', undefined);
       const traceB = traceFrom('00-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb-bbbbbbbbbbbbbbbb-01', undefined);
       const started = performance.now();
+      const [lateA, lateB] = [timerLateness(300), timerLateness(900)];
       const timed = (p: Promise<unknown>) =>
         p.then(
           () => performance.now() - started,
@@ -406,10 +426,10 @@ describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
         timed(runWithContext({ deadline: 900, trace: traceB }, () => db.query('SELECT pg_sleep(5)'))),
       ]);
       expect(a).toBeGreaterThanOrEqual(295);
-      expect(a).toBeLessThan(800);
+      expect(a).toBeLessThan(300 + (await lateA) + SETTLE_MARGIN_MS);
       // B waited for the connection, then was cut at its own deadline, not A's.
       expect(b).toBeGreaterThanOrEqual(895);
-      expect(b).toBeLessThan(2_000);
+      expect(b).toBeLessThan(900 + (await lateB) + 2 * SETTLE_MARGIN_MS);
       const traces = ends.map((e) => e.context?.trace?.traceId);
       expect(traces).toContain('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa');
       expect(traces).toContain('bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb');
@@ -520,11 +540,14 @@ describe.runIf(available)('@deadline/pg (PostgreSQL)', () => {
 
   it("the stop's error carries the driver's 57014 as its cause when our cancel ends the statement", async () => {
     // Its connection made first, and time for the statement to reach the server: the cancel must find it running
-    // (with 100 ms and a connection still to make, CI under load once stopped it before it ran: no 57014).
+    // (with 100 ms and a connection still to make, CI under load once stopped it before it ran: no 57014; with
+    // 400 ms, so did three test files on two cores).
     const pool = newPool(1);
     await pool.query('SELECT 1');
     const db = withDeadline(pool, { statementTimeout: false });
-    const error = await runWithDeadline(400, () => db.query('SELECT pg_sleep(5)')).catch((e: unknown) => e);
+    const error = await runWithDeadline(REACHES_THE_SERVER_MS, () => db.query('SELECT pg_sleep(5)')).catch(
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(DeadlineExceededError);
     expect((error as Error).cause).toMatchObject({ code: '57014' });
   });

@@ -29,7 +29,9 @@ describe('deadlineMixin', () => {
   it('adds the trace id, hop, budget, time left and bindings inside a context', () => {
     const { log, lines } = logger(deadlineMixin());
     const trace = traceFrom();
+    const before = performance.now();
     runWithContext({ deadline: 800, trace, hop: 'orders', bindings: { tenant: 't1' } }, () => log.info('inside'));
+    const elapsed = performance.now() - before;
     expect(lines[0]).toMatchObject({
       msg: 'inside',
       traceId: trace.traceId,
@@ -38,7 +40,8 @@ describe('deadlineMixin', () => {
       tenant: 't1',
     });
     expect(lines[0]?.remainingMs as number).toBeLessThanOrEqual(800);
-    expect(lines[0]?.remainingMs as number).toBeGreaterThan(700);
+    // The budget less what had passed by the line (at most all of it, however slow the machine).
+    expect(lines[0]?.remainingMs as number).toBeGreaterThanOrEqual(800 - elapsed - 1);
   });
 
   it('marks detached work and leaves out budget fields without a deadline', () => {

@@ -6,10 +6,16 @@
 import { CancelledError, createContext, DeadlineExceededError, runWithDeadline } from '@deadline/core';
 import { Cluster, Command, type Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loopStalls } from '../../../test/support/settle.ts';
 import { withDeadline } from '../src/index.ts';
 import { canStartCluster, startCluster, type TestCluster } from './redis-cluster.ts';
 
 const available = await canStartCluster();
+/**
+ * A cancelled BLPOP is no longer blocked on the server within this, at the 99th percentile, past the longest this
+ * process stalled meanwhile (settle.ts).
+ */
+const UNBLOCKED_P99_MS = 500;
 if (!available) {
   const message = 'redis-server and redis-cli are needed to start a test cluster (Debian package redis-server)';
   if (process.env.CI) throw new Error(message);
@@ -119,23 +125,33 @@ describe.runIf(available)('@deadline/redis (Cluster of three masters)', () => {
     const raw = cluster();
     const redis = withDeadline(raw);
     const latencies: number[] = [];
-    for (let i = 0; i < 90; i++) {
-      const node = i % 3;
-      const key = await keyOn(raw, node);
-      const id = String(await connectionTo(raw, node).client('ID'));
-      const ctx = createContext({ root: true, deadline: 60_000 });
-      const pending = ctx.run(() => redis.blpop(key, 0)).catch((e: unknown) => e);
-      await until(node, id, true);
-      const cancelledAt = performance.now();
-      ctx.cancel(new CancelledError('client left', { reason: 'client-disconnected' }));
-      expect(await pending).toBeInstanceOf(CancelledError);
-      latencies.push((await until(node, id, false)) - cancelledAt);
+    // Less the longest this process stalled meanwhile (its UNBLOCK and the poll that sees it wait alike).
+    const pastStalls: number[] = [];
+    const stalls = loopStalls();
+    try {
+      for (let i = 0; i < 90; i++) {
+        const node = i % 3;
+        const key = await keyOn(raw, node);
+        const id = String(await connectionTo(raw, node).client('ID'));
+        const ctx = createContext({ root: true, deadline: 60_000 });
+        const pending = ctx.run(() => redis.blpop(key, 0)).catch((e: unknown) => e);
+        await until(node, id, true);
+        const cancelledAt = performance.now();
+        ctx.cancel(new CancelledError('client left', { reason: 'client-disconnected' }));
+        expect(await pending).toBeInstanceOf(CancelledError);
+        const unblockedAt = await until(node, id, false);
+        latencies.push(unblockedAt - cancelledAt);
+        pastStalls.push(unblockedAt - cancelledAt - stalls.longestBetween(cancelledAt, unblockedAt));
+      }
+    } finally {
+      stalls.stop();
     }
     latencies.sort((a, b) => a - b);
+    pastStalls.sort((a, b) => a - b);
     console.log(
-      `redis cluster unblock: cancel → client no longer blocked p50 ${latencies[44]?.toFixed(1)} ms, p99 ${latencies[88]?.toFixed(1)} ms`,
+      `redis cluster unblock: cancel → client no longer blocked p50 ${latencies[44]?.toFixed(1)} ms, p99 ${latencies[88]?.toFixed(1)} ms (${pastStalls[88]?.toFixed(1)} ms less this process's stalls)`,
     );
-    expect(latencies[88]).toBeLessThan(500);
+    expect(pastStalls[88]).toBeLessThan(UNBLOCKED_P99_MS);
   }, 60_000);
 
   it('a racing LPUSH loses nothing over 300 rounds across the masters, with a keyPrefix', async () => {

@@ -45,8 +45,31 @@ interface Round {
   answeredAt: number;
 }
 
+/**
+ * A round that ended in a deadline error although its own timeout was below its budget: right when, before the
+ * call could start, the loop stalled so long that its own timeout no longer was below what was left (the call is
+ * then not made, or its deadline governs). Kept until the stall probe says whether it saw such a stall.
+ */
+interface Overtaken {
+  startedAt: number;
+  /** The stall that would explain it: the budget less the own timeout, less the 1 ms the budget is floored by. */
+  stallMs: number;
+  round: unknown;
+}
+
 /** A stall of the event loop this long (no tick of a 1 ms interval) disturbs a round it overlaps. */
 const DISTURBED_MS = 5;
+/**
+ * How many rounds the machine must have left alone for their figures to say something (a p50 and a max over them:
+ * a release that waited for the server's tick, up to 100 ms late at hz 10, would be late in nearly every one). A
+ * share would not do: beside two other test files on two cores, 70% of a thousand rounds were disturbed, and 94%
+ * of 5,000 on a machine busier still; so rounds are run in batches of 1,000 until this many were left alone…
+ */
+const MIN_UNDISTURBED = 50;
+/** …or this many batches have run (each ~3 s with the machine to itself). */
+const MAX_BATCHES = 5;
+/** Rounds per batch. */
+const BATCH = 1_000;
 
 /**
  * A 1 ms interval for the length of a test, as the precision benchmark runs: a gap between two of its ticks is
@@ -65,11 +88,22 @@ function stallProbe() {
     }
     return false;
   };
+  /** Whether the loop stalled for `ms` or longer at `at`: the gap between ticks around it lasted that long. */
+  const stalledAt = (at: number, ms: number) => {
+    const next = ticks.findIndex((tick) => tick > at);
+    const to = next === -1 ? performance.now() : (ticks[next] as number);
+    const from = next <= 0 ? (ticks.at(-1) as number) : (ticks[next - 1] as number);
+    return to - from >= ms;
+  };
   return {
     /** Stops the probe; the rounds' lateness, each marked disturbed or not. */
     lateness(rounds: Round[]): Late[] {
       clearInterval(timer);
       return rounds.map((round) => ({ ms: round.answeredAt - round.timeoutAt, disturbed: stalledDuring(round) }));
+    },
+    /** Of the rounds overtaken by their deadline, those the loop did not stall long enough at their start for. */
+    unexplained(overtaken: Overtaken[]): unknown[] {
+      return overtaken.filter(({ startedAt, stallMs }) => !stalledAt(startedAt, stallMs)).map((o) => o.round);
     },
   };
 }
@@ -84,6 +118,7 @@ async function ownTimeoutRounds(url: string, rounds: number, loops: number) {
   const answered: Round[] = [];
   const wrong: unknown[] = [];
   const early: string[] = [];
+  const overtaken: Overtaken[] = [];
   await Promise.all(
     Array.from({ length: loops }, async () => {
       const redis = withDeadline(client(url));
@@ -94,19 +129,41 @@ async function ownTimeoutRounds(url: string, rounds: number, loops: number) {
         const started = performance.now();
         const result = await runWithDeadline(budgetMs, () => redis.blpop(k, ownMs / 1000)).catch((e: unknown) => e);
         const answeredAt = performance.now();
-        if (result !== null) wrong.push({ ownMs, budgetMs, elapsed: answeredAt - started, result });
+        const round = { ownMs, budgetMs, elapsed: answeredAt - started, result };
+        if (result instanceof DeadlineExceededError) {
+          overtaken.push({ startedAt: started, stallMs: budgetMs - ownMs - 1, round });
+        } else if (result !== null) wrong.push(round);
         else if (answeredAt - started < ownMs)
           early.push(`null after ${(answeredAt - started).toFixed(3)} ms, own ${ownMs} ms`);
         else answered.push({ timeoutAt: started + ownMs, answeredAt });
       }
     }),
   );
-  return { lateness: probe.lateness(answered), wrong, early };
+  const lateness = probe.lateness(answered);
+  wrong.push(...probe.unexplained(overtaken));
+  return { lateness, overtaken: overtaken.length, wrong, early };
 }
+
+/** {@link ownTimeoutRounds} in batches of BATCH, until MIN_UNDISTURBED rounds were left alone (or MAX_BATCHES). */
+async function ownTimeoutBatches(url: string, loops: number) {
+  const all = { rounds: 0, overtaken: 0, lateness: [] as Late[], wrong: [] as unknown[], early: [] as string[] };
+  while (all.rounds < BATCH * MAX_BATCHES && undisturbedOf(all.lateness) < MIN_UNDISTURBED) {
+    const batch = await ownTimeoutRounds(url, BATCH, loops);
+    all.rounds += BATCH;
+    all.overtaken += batch.overtaken;
+    all.lateness.push(...batch.lateness);
+    all.wrong.push(...batch.wrong);
+    all.early.push(...batch.early);
+  }
+  return all;
+}
+
+/** How many rounds the machine left alone. */
+const undisturbedOf = (lateness: readonly Late[]) => lateness.filter((l) => !l.disturbed).length;
 
 /**
  * Every round the machine left alone (no stall of the loop while its answer was due) answered within 15 ms of
- * its own timeout, and most were left alone (the disturbed ones reported, with the raw figures over all rounds).
+ * its own timeout, and enough were left alone (the disturbed ones reported, with the raw figures over all rounds).
  */
 function expectWithinFewMs(label: string, lateness: Late[]) {
   const figures = (values: number[]) =>
@@ -116,8 +173,7 @@ function expectWithinFewMs(label: string, lateness: Late[]) {
   console.log(
     `${label}: null after its own timeout + ${figures(lateness.map((l) => l.ms))}; ${undisturbed.length} rounds undisturbed: ${figures(undisturbed)}; ${disturbed} disturbed (the loop stalled > ${DISTURBED_MS} ms while the answer was due)`,
   );
-  // Enough left alone to say something: at least half.
-  expect(undisturbed.length).toBeGreaterThanOrEqual(lateness.length / 2);
+  expect(undisturbed.length).toBeGreaterThanOrEqual(MIN_UNDISTURBED);
   expect(percentile(undisturbed, 100)).toBeLessThanOrEqual(15);
   expect(percentile(undisturbed, 50)).toBeLessThanOrEqual(5);
 }
@@ -137,19 +193,22 @@ function expectEachOnce(pushed: number, popped: string[], left: string[]) {
   expect(new Set(seen).size).toBe(pushed);
 }
 
-describe.runIf(available)('@deadline/redis: blocking commands are exact (1,000 rounds each)', () => {
+describe.runIf(available)('@deadline/redis: blocking commands are exact (1,000 rounds or more each)', () => {
   afterAll(() => {
     for (const redis of clients) redis.disconnect();
   });
 
   it('own timeout below the budget: null within a few ms of it, never a deadline error, never early (hz 10)', async () => {
-    const { lateness, wrong, early } = await ownTimeoutRounds(REDIS.url, 1_000, 4);
+    const { rounds, overtaken, lateness, wrong, early } = await ownTimeoutBatches(REDIS.url, 4);
     if (wrong.length > 0) console.log('not null:', wrong);
     expect(wrong).toEqual([]);
     expect(early).toEqual([]);
-    expect(lateness).toHaveLength(1_000);
-    expectWithinFewMs('own timeout, shared server (hz 10), 1,000 rounds', lateness);
-  }, 60_000);
+    expect(lateness).toHaveLength(rounds - overtaken);
+    expectWithinFewMs(
+      `own timeout, shared server (hz 10), ${rounds} rounds (${overtaken} overtaken by a stall)`,
+      lateness,
+    );
+  }, 120_000);
 
   it("a stalled loop that runs the deadline's timer before its own timeout's: still null, not a deadline error", async () => {
     const redis = withDeadline(client());
@@ -187,22 +246,22 @@ describe.runIf(available)('@deadline/redis: blocking commands are exact (1,000 r
     const popped: string[] = [];
     const early: string[] = [];
     const wrong: unknown[] = [];
-    const outcomes = { popped: 0, ownTimeout: 0, cancelled: 0, deadline: 0, serverTimeout: 0 };
-    const probe = stallProbe();
-    const answered: Round[] = [];
+    const outcomes = { popped: 0, ownTimeout: 0, cancelled: 0, deadline: 0, serverTimeout: 0, overtaken: 0 };
+    let answered: Round[] = [];
+    let overtaken: Overtaken[] = [];
     /** One call of each kind in turn; `null` before its time is an early release. */
     const round = async (kind: number) => {
       const started = performance.now();
       let ownMs = 0;
+      let budgetMs = 0;
       let earliestNullMs = Number.POSITIVE_INFINITY;
       let result: unknown;
       if (kind === 0) {
         // Its own timeout below the budget: null at that timeout (or an element), never a deadline error.
         ownMs = Math.round(between(3, 15));
         earliestNullMs = ownMs;
-        result = await runWithDeadline(ownMs + between(5, 30), () => redis.blpop(k, ownMs / 1000)).catch(
-          (e: unknown) => e,
-        );
+        budgetMs = ownMs + between(5, 30);
+        result = await runWithDeadline(budgetMs, () => redis.blpop(k, ownMs / 1000)).catch((e: unknown) => e);
       } else if (kind === 1) {
         // The request dies at a random moment; the server's own timeout is a minute away.
         const ctx = createContext({ root: true, deadline: 60_000 });
@@ -214,7 +273,7 @@ describe.runIf(available)('@deadline/redis: blocking commands are exact (1,000 r
         // The deadline governs: the server's clamped timeout ends 20 ms before it. Up to 3 ms sooner: the clamp
         // rounds down to whole ms (≤ 1), and the server starts the timeout from its arrival on its own ms clock,
         // truncated (≤ 1; seen once in CI: null 1.5 ms before budget − 21).
-        const budgetMs = between(30, 60);
+        budgetMs = between(30, 60);
         earliestNullMs = budgetMs - 23;
         result = await runWithDeadline(budgetMs, () => redis.blpop(k, 0)).catch((e: unknown) => e);
       }
@@ -231,24 +290,39 @@ describe.runIf(available)('@deadline/redis: blocking commands are exact (1,000 r
         } else outcomes.serverTimeout++;
       } else if (kind === 1 && result instanceof CancelledError) outcomes.cancelled++;
       else if (kind === 2 && result instanceof DeadlineExceededError) outcomes.deadline++;
-      else wrong.push({ kind, elapsed, result });
+      else if (kind === 0 && result instanceof DeadlineExceededError) {
+        outcomes.overtaken++;
+        overtaken.push({ startedAt: started, stallMs: budgetMs - ownMs - 1, round: { kind, elapsed, result } });
+      } else wrong.push({ kind, elapsed, result });
     };
-    await Promise.all(
-      Array.from({ length: 10 }, async (_, loop) => {
-        for (let i = 0; i < 100; i++) await round((loop + i) % 3);
-      }),
-    );
+    // In batches of 1,000 calls, until enough own-timeout rounds were left alone by the machine.
+    const lateness: Late[] = [];
+    let calls = 0;
+    while (calls < BATCH * MAX_BATCHES && undisturbedOf(lateness) < MIN_UNDISTURBED) {
+      const probe = stallProbe();
+      answered = [];
+      overtaken = [];
+      await Promise.all(
+        Array.from({ length: 10 }, async (_, loop) => {
+          for (let i = 0; i < BATCH / 10; i++) await round((loop + i) % 3);
+        }),
+      );
+      calls += BATCH;
+      lateness.push(...probe.lateness(answered));
+      wrong.push(...probe.unexplained(overtaken));
+    }
     pushing = false;
     await pushes;
     const left = await accountFor(pusher, k, pushed, popped);
     console.log(
-      `concurrent: 1,000 calls by 10 callers on one connection: ${JSON.stringify(outcomes)}; released early ${early.length}; pushed ${pushed}, popped ${popped.length}, left ${left.length}`,
+      `concurrent: ${calls} calls by 10 callers on one connection: ${JSON.stringify(outcomes)}; released early ${early.length}; pushed ${pushed}, popped ${popped.length}, left ${left.length}`,
     );
+    if (wrong.length > 0) console.log('not as expected:', wrong);
     expect(early).toEqual([]);
     expect(wrong).toEqual([]);
     expectEachOnce(pushed, popped, left);
-    expectWithinFewMs('concurrent, own timeout', probe.lateness(answered));
-  }, 60_000);
+    expectWithinFewMs('concurrent, own timeout', lateness);
+  }, 120_000);
 });
 
 describe.runIf(privateServers)('@deadline/redis: blocking commands are exact on a server with hz 1', () => {
@@ -261,12 +335,16 @@ describe.runIf(privateServers)('@deadline/redis: blocking commands are exact on 
   it('own timeout below the budget: null within a few ms of it (the server alone would answer up to 1 s late)', async () => {
     const server = await startRedisServer(['--hz', '1']);
     servers.push(server);
-    const { lateness, wrong, early } = await ownTimeoutRounds(server.url, 1_000, 4);
+    const { rounds, overtaken, lateness, wrong, early } = await ownTimeoutBatches(server.url, 4);
     if (wrong.length > 0) console.log('not null:', wrong);
     expect(wrong).toEqual([]);
     expect(early).toEqual([]);
-    expectWithinFewMs('own timeout, private server (hz 1), 1,000 rounds', lateness);
-  }, 60_000);
+    expect(lateness).toHaveLength(rounds - overtaken);
+    expectWithinFewMs(
+      `own timeout, private server (hz 1), ${rounds} rounds (${overtaken} overtaken by a stall)`,
+      lateness,
+    );
+  }, 120_000);
 
   it('every round run past its deadline, elements crossing the release: the next command is never released', async () => {
     // One server per loop: at hz 1, with nothing else to wake it, the server leaves the clamped timeout unanswered

@@ -11,11 +11,17 @@ import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REDIS, requireService } from '../../../test/support/services.ts';
+import { loopStalls } from '../../../test/support/settle.ts';
 import { withDeadline } from '../src/index.ts';
 import { canRunRedisServer, type PrivateRedis, startRedisServer } from './redis-server.ts';
 
 const available = await requireService(REDIS);
 const privateServer = await canRunRedisServer();
+/**
+ * A cancelled BLPOP is no longer blocked on the server within this, at the 99th percentile, past the longest this
+ * process stalled meanwhile (settle.ts).
+ */
+const UNBLOCKED_P99_MS = 500;
 
 const clients: Redis[] = [];
 function client(url = REDIS.url): Redis {
@@ -99,20 +105,30 @@ describe.runIf(available)('@deadline/redis (Redis)', () => {
     const id = String(await raw.client('ID'));
     const k = key();
     const latencies: number[] = [];
-    for (let i = 0; i < 100; i++) {
-      const ctx = createContext({ root: true, deadline: 60_000 });
-      const pending = ctx.run(() => redis.blpop(k, 0)).catch((e: unknown) => e);
-      await until(id, true);
-      const cancelledAt = performance.now();
-      ctx.cancel(new CancelledError('client left', { reason: 'client-disconnected' }));
-      expect(await pending).toBeInstanceOf(CancelledError);
-      latencies.push((await until(id, false)) - cancelledAt);
+    // Less the longest this process stalled meanwhile (its UNBLOCK and the poll that sees it wait alike).
+    const pastStalls: number[] = [];
+    const stalls = loopStalls();
+    try {
+      for (let i = 0; i < 100; i++) {
+        const ctx = createContext({ root: true, deadline: 60_000 });
+        const pending = ctx.run(() => redis.blpop(k, 0)).catch((e: unknown) => e);
+        await until(id, true);
+        const cancelledAt = performance.now();
+        ctx.cancel(new CancelledError('client left', { reason: 'client-disconnected' }));
+        expect(await pending).toBeInstanceOf(CancelledError);
+        const unblockedAt = await until(id, false);
+        latencies.push(unblockedAt - cancelledAt);
+        pastStalls.push(unblockedAt - cancelledAt - stalls.longestBetween(cancelledAt, unblockedAt));
+      }
+    } finally {
+      stalls.stop();
     }
     latencies.sort((a, b) => a - b);
+    pastStalls.sort((a, b) => a - b);
     console.log(
-      `redis unblock: cancel → client no longer blocked p50 ${latencies[49]?.toFixed(1)} ms, p99 ${latencies[98]?.toFixed(1)} ms`,
+      `redis unblock: cancel → client no longer blocked p50 ${latencies[49]?.toFixed(1)} ms, p99 ${latencies[98]?.toFixed(1)} ms (${pastStalls[98]?.toFixed(1)} ms less this process's stalls)`,
     );
-    expect(latencies[98]).toBeLessThan(500);
+    expect(pastStalls[98]).toBeLessThan(UNBLOCKED_P99_MS);
   }, 60_000);
 
   it('a racing LPUSH loses nothing over 1,000 rounds of cancelled BLPOPs', async () => {

@@ -6,14 +6,14 @@
 import mysql, { type RowDataPacket } from 'mysql2';
 import { ormChecks as checks, type Orm, type Server, TABLE } from '../../../../test/support/orm-checks.ts';
 import { instrumentMariadb, instrumentMysql, type MariadbModule, type Mysql2Module } from '../../src/index.ts';
-import { oneCuttingFileAtATime } from '../one-file-at-a-time.ts';
+import { oneCutterAtATime } from '../one-cutter-at-a-time.ts';
 import { ServerProbe } from '../server-probe.ts';
 import { Watcher } from '../support.ts';
 
 /** The driver module the ORM runs on: this project's mysql2, the copy of mysql2 an ORM pins, or the connector. */
 export type Driver = { mysql2: Mysql2Module } | { mariadb: MariadbModule };
 
-export { POOL_MAX, TABLE } from '../../../../test/support/orm-checks.ts';
+export { KEEP_IDLE_MS, POOL_MAX, TABLE } from '../../../../test/support/orm-checks.ts';
 
 async function mariadb(driver: Driver): Promise<Server> {
   const watcher = await Watcher.open();
@@ -29,6 +29,9 @@ async function mariadb(driver: Driver): Promise<Server> {
         : instrumentMysql(driver.mysql2, { name: 'orders-db' }),
     prepare: async () => {
       await watcher.query(`CREATE TABLE IF NOT EXISTS ${TABLE} (tag varchar(100)) ENGINE=InnoDB`);
+    },
+    dropTable: async () => {
+      await watcher.query(`DROP TABLE IF EXISTS ${TABLE}`);
     },
     startedRunning: (mark) => watcher.waitRunning(mark),
     goneAt: (mark) => watcher.waitGone(mark),
@@ -50,6 +53,6 @@ async function mariadb(driver: Driver): Promise<Server> {
 
 /** Registers the checks for one ORM over MariaDB, on `driver` (by default this project's mysql2). */
 export function ormChecks(name: string, open: () => Promise<Orm>, driver: Driver = { mysql2: mysql }): void {
-  oneCuttingFileAtATime();
+  oneCutterAtATime();
   checks(name, () => mariadb(driver), open);
 }

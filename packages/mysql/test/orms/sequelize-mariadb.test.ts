@@ -7,7 +7,7 @@ import { QueryTypes, Sequelize } from 'sequelize';
 import { describe } from 'vitest';
 import { MARIADB, requireService } from '../../../../test/support/services.ts';
 import { serverParts } from '../support.ts';
-import { ormChecks, POOL_MAX, TABLE } from './harness.ts';
+import { KEEP_IDLE_MS, ormChecks, POOL_MAX, TABLE } from './harness.ts';
 
 const ok = await requireService(MARIADB);
 
@@ -22,7 +22,7 @@ describe.runIf(ok)('Sequelize (dialect mariadb) with instrumentMariadb, on Maria
         dialect: 'mariadb',
         dialectModule: mariadb,
         logging: false,
-        pool: { min: 0, max: POOL_MAX },
+        pool: { min: 0, max: POOL_MAX, idle: KEEP_IDLE_MS },
       });
       return {
         sleep: (seconds, mark) =>

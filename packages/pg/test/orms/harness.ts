@@ -7,7 +7,7 @@ import { ormChecks as checks, type Orm, type Server, TABLE } from '../../../../t
 import { instrumentPg } from '../../src/index.ts';
 import { ServerActivity } from '../support/activity.ts';
 
-export { POOL_MAX, TABLE } from '../../../../test/support/orm-checks.ts';
+export { KEEP_IDLE_MS, POOL_MAX, TABLE } from '../../../../test/support/orm-checks.ts';
 
 /** The pg module the ORM runs on: this project's, or the copy an ORM pins (MikroORM). */
 type PgModule = Parameters<typeof instrumentPg>[0];
@@ -20,6 +20,9 @@ async function postgres(driver: PgModule): Promise<Server> {
     instrument: () => instrumentPg(driver, { name: 'orders-db' }),
     prepare: async () => {
       await activity.monitor.query(`CREATE TABLE IF NOT EXISTS ${TABLE} (tag text)`);
+    },
+    dropTable: async () => {
+      await activity.monitor.query(`DROP TABLE IF EXISTS ${TABLE}`);
     },
     startedRunning: (mark) => activity.startedRunning(mark),
     goneAt: (mark) => activity.goneAt(mark),

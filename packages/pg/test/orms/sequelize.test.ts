@@ -3,7 +3,7 @@ import pg from 'pg';
 import { QueryTypes, Sequelize } from 'sequelize';
 import { describe } from 'vitest';
 import { POSTGRES, requireService } from '../../../../test/support/services.ts';
-import { ormChecks, POOL_MAX, TABLE } from './harness.ts';
+import { KEEP_IDLE_MS, ormChecks, POOL_MAX, TABLE } from './harness.ts';
 
 const available = await requireService(POSTGRES);
 
@@ -13,7 +13,7 @@ describe.runIf(available)('Sequelize with instrumentPg', () => {
       dialect: 'postgres',
       dialectModule: pg,
       logging: false,
-      pool: { min: 0, max: POOL_MAX },
+      pool: { min: 0, max: POOL_MAX, idle: KEEP_IDLE_MS },
     });
     return {
       sleep: (seconds, mark) =>

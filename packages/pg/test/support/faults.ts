@@ -4,13 +4,20 @@
  * whether the process saw anything uncaught, whether the pool's connections are as the server made them, and
  * whether a cancel for a dead backend can reach a live one.
  */
-import { isDeadlineError, runWithDeadline } from '@deadline/core';
+import { DeadlineExceededError, isDeadlineError, runWithDeadline } from '@deadline/core';
 import pg from 'pg';
 import { expect } from 'vitest';
 import { expectProcessLives as expectLives } from '../../../../test/support/process-watch.ts';
-import type { SteadyLoad } from '../../../../test/support/steady-load.ts';
+import { POSTGRES } from '../../../../test/support/services.ts';
+import {
+  besideTwin,
+  longestGap,
+  type SteadyLoad,
+  steadyLoad,
+  type TwinJudgement,
+} from '../../../../test/support/steady-load.ts';
 import { type CancelTarget, sendCancelRequest } from '../../src/cancel-request.ts';
-import type { DeadlinePool } from '../../src/index.ts';
+import { type DeadlinePool, withDeadline } from '../../src/index.ts';
 
 /** The budget of every call of the load (the report's `runWithDeadline(300, …)`). */
 export const DEADLINE_MS = 300;
@@ -18,6 +25,10 @@ export const DEADLINE_MS = 300;
 export const SLEEP = 'SELECT pg_sleep(0.02)';
 /** How late past its deadline a call may settle on this noisy 2-core machine and still count as on time. */
 export const SETTLE_MARGIN_MS = 1_000;
+/** The first success after the server is back comes within this long (plus any stall the twin saw meanwhile)… */
+const FIRST_SUCCESS_MS = 1_000;
+/** …and the rate over the second after is at least this share of the one expected beside the twin. */
+const RECOVERED_SHARE = 0.5;
 
 /**
  * The errors a call may fail with when its server goes away: the server's 57P01 (terminated), 57P02 (crash),
@@ -113,27 +124,57 @@ async function loadUntil(load: SteadyLoad, time: number): Promise<void> {
   while (performance.now() < time) await load.successes(1, 10_000);
 }
 
-/** Once the load is going (20 successes), a second of it: the window whose rate is the one to come back to. */
-export async function baseline(load: SteadyLoad): Promise<readonly [number, number]> {
-  await load.successes(20);
+/**
+ * Once the load and its twin are going (20 successes each), a second of both: the window whose rate is the one
+ * to come back to.
+ */
+export async function baseline(load: SteadyLoad, twin: SteadyLoad): Promise<readonly [number, number]> {
+  await Promise.all([load.successes(20), twin.successes(20)]);
   const from = performance.now();
-  await loadUntil(load, from + 1_000);
-  return [from, performance.now()];
+  await Promise.all([loadUntil(load, from + 1_000), loadUntil(twin, from + 1_000)]);
+  return [from, from + 1_000];
+}
+
+/** A query under the report's budget, over and over: a load of single statements. */
+export function plainCalls(db: DeadlinePool): () => Promise<unknown> {
+  return () => runWithDeadline(DEADLINE_MS, () => db.query(SLEEP));
 }
 
 /**
- * Runs `fault` under the load; it resolves when the server accepts connections again (performance.now()), or
- * with nothing when that is at once. Then a second more of the load, and what the fault did to it.
+ * A twin of a test's load: the same calls (`loops` at once) on a pool of its own on the shared server, which no
+ * fault touches. The machine slows it as it slows the load, so the load's rate after a fault is judged beside it
+ * (test/support/steady-load.ts). `stop()` ends the load and the pool.
+ */
+export async function twinLoad(
+  loops: number,
+  calls: (db: DeadlinePool) => () => Promise<unknown> = mixedCalls,
+): Promise<SteadyLoad> {
+  const { pool } = faultPool(POSTGRES.url, loops);
+  await fillPool(pool);
+  const load = steadyLoad(loops, calls(withDeadline(pool)));
+  return {
+    ...load,
+    async stop() {
+      await load.stop();
+      await pool.end();
+    },
+  };
+}
+
+/**
+ * Runs `fault` under the load (and its twin beside it); it resolves when the server accepts connections again
+ * (performance.now()), or with nothing when that is at once. Then a second more of both, and what the fault did.
  */
 export async function throughFault(
   load: SteadyLoad,
+  twin: SteadyLoad,
   before: readonly [number, number],
   fault: () => Promise<number | undefined>,
 ): Promise<FaultReport> {
   const faultAt = performance.now();
   const backAt = (await fault()) ?? performance.now();
-  await loadUntil(load, backAt + 1_000);
-  return faultReport(load, { before, faultAt, backAt });
+  await Promise.all([loadUntil(load, backAt + 1_000), loadUntil(twin, backAt + 1_000)]);
+  return faultReport(load, twin, { before, faultAt, backAt });
 }
 
 /** What a fault did to the load, and how it came back. */
@@ -144,20 +185,22 @@ export interface FaultReport {
   failures: Record<string, number>;
   /** The longest a call took around the fault (ms). */
   slowestMs: number;
-  /** Successes per second before the fault, and in the second after the server was back. */
-  rateBefore: number;
-  rateAfter: number;
+  /** Successes per second before the fault and in the second after the server was back, beside the twin's. */
+  rates: TwinJudgement;
   /** From `backAt` to the first success of a call started after it (ms). */
   firstSuccessMs: number;
+  /** The twin's longest wait for a success meanwhile (ms): how long the machine itself held calls up. */
+  twinStallMs: number;
 }
 
 /**
  * The load around a fault that began at `faultAt` and was over (the server accepting again) at `backAt`: the
  * rate before is the load's in the `before` window (ms, performance.now()), the rate after over the second
- * that starts at `backAt`.
+ * that starts at `backAt`, each beside the twin's in the same window.
  */
 function faultReport(
   load: SteadyLoad,
+  twin: SteadyLoad,
   times: { before: readonly [number, number]; faultAt: number; backAt: number },
 ): FaultReport {
   const { before, faultAt, backAt } = times;
@@ -170,42 +213,63 @@ function faultReport(
   }
   // By start time, not end time: a call already running at `backAt` proves nothing about coming back.
   const first = load.outcomes.find((o) => o.error === undefined && o.startedAt >= backAt);
+  const firstSuccessMs = first === undefined ? Number.POSITIVE_INFINITY : first.endedAt - backAt;
   return {
     inFlight: load.outcomes
       .filter((o) => o.startedAt < faultAt && o.endedAt >= faultAt)
       .map((o) => (o.error === undefined ? 'ok' : explain(o.error))),
     failures,
     slowestMs: Math.max(...around.map((o) => o.endedAt - o.startedAt)),
-    rateBefore: load.rate(before[0], before[1]),
-    rateAfter: load.rate(backAt, afterTo),
-    firstSuccessMs: first === undefined ? Number.POSITIVE_INFINITY : first.endedAt - backAt,
+    rates: besideTwin({
+      load: load.successTimes(),
+      twin: twin.successTimes(),
+      before,
+      after: [backAt, afterTo],
+    }),
+    firstSuccessMs,
+    twinStallMs: longestGap(twin.successTimes(), backAt, backAt + Math.min(firstSuccessMs, 1_000)),
   };
+}
+
+/**
+ * How many calls the fault ended as they ran: those failed with the server's 57P0x (their backend ended under
+ * them) or the driver's "Connection terminated unexpectedly". Counted by error, not by when they began: a fault
+ * takes a while to land on a busy machine (a fast stop, the terminate's own query), and the calls running at the
+ * moment it was asked for may all have ended by then.
+ */
+export function endedByTheFault(report: FaultReport): number {
+  return Object.entries(report.failures)
+    .filter(([error]) => /^57P0[1-3] |^Connection terminated unexpectedly$/.test(error))
+    .reduce((sum, [, count]) => sum + count, 0);
 }
 
 /** The report in one line, for the log. */
 export function summary(report: FaultReport): string {
-  const { inFlight, failures, slowestMs, rateBefore, rateAfter, firstSuccessMs } = report;
+  const { inFlight, failures, slowestMs, rates, firstSuccessMs, twinStallMs } = report;
   return [
     `in flight: ${JSON.stringify(inFlight)}`,
     `failed: ${JSON.stringify(failures)}`,
     `slowest ${slowestMs.toFixed(0)} ms (deadline ${DEADLINE_MS})`,
-    `rate ${rateBefore.toFixed(0)}/s before, ${rateAfter.toFixed(0)}/s after`,
-    `first success ${firstSuccessMs.toFixed(0)} ms after back`,
+    `rate ${rates.line}`,
+    `first success ${firstSuccessMs.toFixed(0)} ms after back (the twin's longest wait meanwhile ${twinStallMs.toFixed(0)} ms)`,
   ].join('; ');
 }
 
 /**
  * The checks every fault test makes of the load: every failure clear, every call settled by its deadline
- * (plus a margin), the first success within 1 s of the server being back, and the rate after at least half
- * the rate before (a noisy machine: the bound is generous).
+ * (plus a margin), the first success within 1 s of the server being back (plus as long as the machine held the
+ * twin up meanwhile), and the rate after at least half the one expected beside the twin.
  */
 export function expectRecovered(load: SteadyLoad, report: FaultReport): void {
-  const unclear = load.failures().filter((o) => !isClear(o.error));
+  // A call's own deadline is as clear an end as the server's word: one that waited behind the fault, or behind
+  // the rest of a busy machine (the load's 20 ms statements under 300 ms, four to a connection).
+  const unclear = load.failures().filter((o) => !isClear(o.error) && !(o.error instanceof DeadlineExceededError));
   expect(unclear.map((o) => explain(o.error))).toEqual([]);
   const late = load.outcomes.filter((o) => o.endedAt - o.startedAt > DEADLINE_MS + SETTLE_MARGIN_MS);
   expect(late.map((o) => o.endedAt - o.startedAt)).toEqual([]);
-  expect(report.firstSuccessMs).toBeLessThan(1_000);
-  expect(report.rateAfter).toBeGreaterThanOrEqual(report.rateBefore * 0.5);
+  const line = summary(report);
+  expect(report.firstSuccessMs, line).toBeLessThan(FIRST_SUCCESS_MS + report.twinStallMs);
+  expect(report.rates.after, line).toBeGreaterThanOrEqual(report.rates.expectedAfter * RECOVERED_SHARE);
 }
 
 /**
