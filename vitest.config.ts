@@ -1,7 +1,8 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { basename, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { configDefaults, defineConfig } from 'vitest/config';
+import LongestFirstSequencer from './scripts/test-sequencer.ts';
 
 // One project per package and app, found on disk, so a new package is tested without touching this file; the
 // require-tests reporter then fails the run if any project finds no tests.
@@ -13,42 +14,51 @@ const roots = ['packages', 'apps'].flatMap((dir) =>
 );
 
 /**
- * Two test files at a time, except in these projects, whose files run one at a time after the rest: they load
- * the machine (the bench's smoke run keeps both cores busy; core's leak and property tests, the TSDoc check and
- * the Redis fault tests spin) or hold bounds of a few ms (Redis exactness, resilience's retry timings) that a
- * file on the other core upsets. The others wait on sockets and servers most of the time. Measured on 2 cores:
- * every file one at a time took 430 s on Node 20; see .ci/run for the times this split gives.
+ * How many test files run at once. Most files wait on sockets, timers and servers far more than they compute, so
+ * one more than the machine's 2 cores keeps both busy; each file has its own databases, key prefixes and ports
+ * (docs/testing.md), and its time bounds hold with the other core busy.
  */
-const SERIAL = new Set(['bench', 'core', 'redis', 'resilience', 'repo']);
-const workers = (name: string) => ({ maxWorkers: SERIAL.has(name) ? 1 : 2 });
+const WORKERS = 3;
 
 /**
- * The files that drop a server's connections or restart a private server under a measured load (`faults`,
- * `bullmq-faults`, `server-runs`): they also run one at a time after the rest, in a project of their own
- * (`<package>:faults`). Beside each other they measure each other: a private MariaDB starting up took the
- * other core for a second, and a load with a 1 s budget next to it missed its recovery rate (Node 26, CI).
+ * The files that need the whole machine, run one at a time after the rest: the benchmarks' smoke run keeps both
+ * cores busy for its length, which would measure every file beside it.
  */
-const FAULTS = /(^|-)faults\.test\.ts$|^server-runs\.test\.ts$/;
-const faultFiles = (root: string) =>
-  readdirSync(join(root, 'test'), { withFileTypes: true })
-    .filter((entry) => entry.isFile() && FAULTS.test(entry.name))
-    .map((entry) => `test/${entry.name}`);
+const ALONE = new Set(['apps/bench/test/smoke.test.ts']);
+const aloneFiles = (root: string) =>
+  readdirSync(join(root, 'test'), { withFileTypes: true, recursive: true })
+    .filter((entry) => entry.isFile() && ALONE.has(relative(repo, join(entry.parentPath, entry.name))))
+    .map((entry) => relative(root, join(entry.parentPath, entry.name)));
+
+/**
+ * A package's tests run again against another major of a peer its range allows, where the two behave
+ * differently: each variant is a project `<package>:<variant>` whose imports of the peer resolve to the other
+ * major, installed beside it under an npm alias (the package's devDependencies). ioredis 6 speaks RESP3 by default
+ * and gates commands behind its handshake; `>=5.3.0 <7` promises both.
+ */
+const VARIANTS: Record<string, { name: string; peer: string; alias: string }[]> = {
+  redis: [{ name: 'ioredis6', peer: 'ioredis', alias: 'ioredis6' }],
+};
 
 function projectsOf(root: string) {
   const name = basename(root);
-  const faults = existsSync(join(root, 'test')) ? faultFiles(root) : [];
-  const main = {
-    name,
-    root,
-    include: ['test/**/*.test.ts'],
-    exclude: [...configDefaults.exclude, ...faults],
-    ...workers(name),
-  };
-  if (faults.length === 0) return [{ extends: true as const, test: main }];
-  return [
-    { extends: true as const, test: main },
-    { extends: true as const, test: { name: `${name}:faults`, root, include: faults, maxWorkers: 1 } },
-  ];
+  const alone = existsSync(join(root, 'test')) ? aloneFiles(root) : [];
+  const main = { name, root, include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...alone] };
+  const projects: object[] = [{ extends: true as const, test: main }];
+  for (const variant of VARIANTS[name] ?? []) {
+    projects.push({
+      extends: true as const,
+      resolve: { alias: [{ find: new RegExp(`^${variant.peer}$`), replacement: variant.alias }] },
+      test: { ...main, name: `${name}:${variant.name}` },
+    });
+  }
+  if (alone.length > 0) {
+    projects.push({
+      extends: true as const,
+      test: { name: `${name}:alone`, root, include: alone, maxWorkers: 1, sequence: { groupOrder: 1 } },
+    });
+  }
+  return projects;
 }
 
 export default defineConfig({
@@ -59,11 +69,10 @@ export default defineConfig({
   test: {
     projects: [
       ...roots.flatMap(projectsOf),
-      {
-        extends: true as const,
-        test: { name: 'repo', root: join(repo, 'test'), include: ['**/*.test.ts'], ...workers('repo') },
-      },
+      { extends: true as const, test: { name: 'repo', root: join(repo, 'test'), include: ['**/*.test.ts'] } },
     ],
+    maxWorkers: WORKERS,
+    sequence: { sequencer: LongestFirstSequencer },
     reporters: ['default', join(repo, 'scripts/require-tests-reporter.ts')],
     testTimeout: 30_000,
     hookTimeout: 30_000,

@@ -4,7 +4,8 @@
  * writes soak-report.json (the verdict, the faults, the samples) and soak-timeline.svg, and exits 0 only if every
  * check passed.
  *
- *   --minutes N   how long the load runs (default 10; at least 0.5; the growth checks need 4 or more)
+ *   --minutes N   how long the load runs (default 10; at least 0.5; growth, and goodput back to 90 % within
+ *                 2 s of each fault, are judged from 4)
  *   --rate R      requests per second instead of 70 % of the capacity measured first
  *   --logs DIR    keep each service's pino lines in DIR/<service>.log
  *

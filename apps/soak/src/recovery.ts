@@ -1,7 +1,7 @@
 /**
- * Did the service come back after a fault, and how fast: its goodput (answers in time, per second) after the fault
- * cleared, against its goodput before the fault began. And did the requests that had enough budget keep their
- * latency: their p99 before the faults against after.
+ * Did the service come back after a fault, and how fast: its first answer in time once the fault cleared, and its
+ * goodput (answers in time, per second) after the fault cleared against its goodput before the fault began. And did
+ * the requests that had enough budget keep their latency: their p99 before the faults against after.
  */
 
 /** One request of the soak's load, as its client saw it (times in ms on one clock). */
@@ -66,6 +66,63 @@ export function recoveryMs(
     if (held) return from - fault.clearedAt;
   }
   return null;
+}
+
+/**
+ * How long after `fault` cleared the first answer in time came (ms) to a call made since the fault began, among
+ * those that went `through` what broke; `null` when none came within the records. Read off what the service did
+ * rather than off a level on the clock: a call made once the fault had begun and answered in time after it cleared
+ * did its work on what came back (a restarted server's new sessions, since a fast shutdown ends the old ones; a
+ * continued process; a restored link), and a busy machine makes fewer such answers, not later ones: an answer in
+ * time lands within its call's budget.
+ *
+ * @example
+ * ```ts
+ * const ms = firstAnswerMs(records, { startedAt: 60_000, clearedAt: 60_400 }, (r) => r.enoughBudget);
+ * if (ms === null) console.log('nothing made since the restart began was answered in time');
+ * ```
+ */
+export function firstAnswerMs<R extends LoadRecord>(
+  records: readonly R[],
+  fault: FaultSpan,
+  through: (record: R) => boolean = () => true,
+): number | null {
+  let first = Number.POSITIVE_INFINITY;
+  for (const r of records) {
+    if (r.ok && r.sentAt >= fault.startedAt && r.doneAt >= fault.clearedAt && r.doneAt < first && through(r)) {
+      first = r.doneAt;
+    }
+  }
+  return Number.isFinite(first) ? first - fault.clearedAt : null;
+}
+
+/**
+ * The longest wait for an answer in time in [from, to) (ms), among the records `through` what is asked: from `from`
+ * to the first answer, between two, from the last to `to` (all of it when there is none). The pace of a service's
+ * answers before a fault, on this machine in this run: what its first answer after the fault may take beyond the
+ * fault's own.
+ *
+ * @example
+ * ```ts
+ * const pace = longestWaitMs(records, fault.startedAt - 10_000, fault.startedAt, (r) => r.enoughBudget);
+ * ```
+ */
+export function longestWaitMs<R extends LoadRecord>(
+  records: readonly R[],
+  from: number,
+  to: number,
+  through: (record: R) => boolean = () => true,
+): number {
+  const answers: number[] = [];
+  for (const r of records) if (r.ok && r.doneAt >= from && r.doneAt < to && through(r)) answers.push(r.doneAt);
+  answers.sort((a, b) => a - b);
+  let longest = 0;
+  let previous = from;
+  for (const at of [...answers, to]) {
+    longest = Math.max(longest, at - previous);
+    previous = at;
+  }
+  return longest;
 }
 
 /** Answers in time per second among the records done in [from, to). */

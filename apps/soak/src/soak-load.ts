@@ -25,6 +25,8 @@ export interface SoakRecord extends LoadRecord {
   status: number | undefined;
   /** orders' breaker answered for inventory (a 503 with Retry-After). */
   circuitOpen: boolean;
+  /** Where inventory ran a read's stock query; undefined for a charge (orders alone, on PostgreSQL). */
+  db?: 'postgres' | 'mariadb' | undefined;
 }
 
 /** What became of one idempotency key. */
@@ -137,7 +139,7 @@ export class SoakLoad {
     const url = `${this.#options.gatewayUrl}/orders/${rid}?workMs=${this.#options.workMs}&db=${db}&rid=${rid}${audit}`;
     // A client that hangs up does so after a few ms: mid-chain, before its answer can come.
     const hangUpMs = kind === 'hang-up' ? 2 + Math.random() * this.#options.workMs : undefined;
-    return this.#send(kind, budgetMs, url, { method: 'GET' }, hangUpMs);
+    return this.#send(kind, budgetMs, url, { method: 'GET' }, hangUpMs, db);
   }
 
   async #send(
@@ -146,6 +148,7 @@ export class SoakLoad {
     url: string,
     init: { method: 'GET' | 'POST'; body?: string; headers?: Record<string, string> },
     hangUpMs?: number,
+    db?: SoakRecord['db'],
   ): Promise<SoakRecord & { body?: unknown }> {
     const sentAt = performance.now();
     const record: SoakRecord = {
@@ -157,6 +160,7 @@ export class SoakLoad {
       enoughBudget: kind === 'read',
       status: undefined,
       circuitOpen: false,
+      db,
     };
     this.records.push(record);
     this.#pending++;

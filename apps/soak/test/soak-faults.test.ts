@@ -1,8 +1,12 @@
 /**
  * The soak's one-minute version, end to end: `npm run soak -- --minutes 1 --rate 60` as a user runs it (the built
  * CLI, a private PostgreSQL and Redis, the machine's MariaDB), through all five faults. Every check that a minute
- * can judge must pass; memory and resource growth need minute-long windows at each end of a longer run, and a
- * p99 a thousand requests on each side of the faults (`npm run soak`, ten minutes): those say so here.
+ * can judge must pass: nothing lost, nothing unhandled, every pool clean, and the service back by itself after each
+ * fault (a read through what broke answered in time within 2 s of it clearing, beyond the service's own pace before
+ * it; goodput back to 75 % of its level before the next fault), with bounds that hold while the suite's other files
+ * take the other core. Memory and resource growth need minute-long windows at each end of a longer run, and a p99 a
+ * thousand requests on each side of the faults: those say so here. How fast goodput is back to 90 % (within 2 s) is
+ * the ten-minute run's to judge (`npm run soak`).
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -32,7 +36,7 @@ interface Report {
 }
 
 it.runIf(onMariadb && hasRedisServer)(
-  'a minute of mixed load through a PostgreSQL restart, a Redis restart, a MariaDB KILL, a paused hop and a slow link: nothing lost, nothing left behind, back within 2 s',
+  'a minute of mixed load through a PostgreSQL restart, a Redis restart, a MariaDB KILL, a paused hop and a slow link: nothing lost, nothing unhandled, pools clean, back by itself after each fault',
   async () => {
     const dir = await mkdtemp(join(tmpdir(), 'deadline-soak-'));
     try {
