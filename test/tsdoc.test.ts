@@ -2,14 +2,20 @@
  * Docs are part of the API: every export of every package's public entry carries TSDoc with an example.
  * Checked with the TypeScript compiler, so a new export without one fails the suite.
  */
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { expect, it } from 'vitest';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
-const entries = readdirSync(join(repo, 'packages')).map((dir) => join(repo, 'packages', dir, 'src/index.ts'));
+/** Every public entry point's source (the exports map's `@deadline/source`), but the adapter kits (`./internal`). */
+const entries = readdirSync(join(repo, 'packages')).flatMap((dir) => {
+  const manifest = JSON.parse(readFileSync(join(repo, 'packages', dir, 'package.json'), 'utf8'));
+  return Object.entries<{ '@deadline/source'?: string }>(manifest.exports ?? {})
+    .filter(([subpath, target]) => subpath !== './internal' && target['@deadline/source'] !== undefined)
+    .map(([, target]) => join(repo, 'packages', dir, target['@deadline/source'] as string));
+});
 
 function undocumented(entry: string): string[] {
   const program = ts.createProgram([entry], {

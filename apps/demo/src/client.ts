@@ -1,5 +1,6 @@
 /** The demo's client: calls the gateway with a budget and a fresh trace, and measures what it got, when. */
-import { formatTraceparent, traceFrom } from '@deadline/core';
+import { traceFrom } from '@deadline/core';
+import { formatTraceparent } from '@deadline/core/wire';
 import { request } from 'undici';
 
 export interface Answer {

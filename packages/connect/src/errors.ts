@@ -6,14 +6,9 @@
  */
 
 import { Code, ConnectError } from '@connectrpc/connect';
-import {
-  CancelledError,
-  DEADLINE_EXCEEDED_BY_HEADER,
-  DeadlineExceededError,
-  findDeadlineError,
-  type StopReason,
-} from '@deadline/core';
+import { CancelledError, DeadlineExceededError, findDeadlineError, type StopReason } from '@deadline/core';
 import { findCircuitRefusal } from '@deadline/core/internal';
+import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
 
 /**
  * The `ConnectError` to answer `error` with, when it is one of ours or explained by one (a driver error our

@@ -5,8 +5,13 @@
  */
 
 import { Code, ConnectError, type Interceptor, type StreamRequest, type UnaryRequest } from '@connectrpc/connect';
-import { createBudgetParser, type IncomingCallOptions } from '@deadline/core';
-import { IncomingCall, type ResolvedIncomingOptions, resolveIncomingOptions } from '@deadline/core/internal';
+import {
+  IncomingCall,
+  type IncomingCallOptions,
+  type ResolvedIncomingOptions,
+  resolveIncomingOptions,
+} from '@deadline/core/internal';
+import { createBudgetParser } from '@deadline/core/wire';
 import { toConnectError } from './errors.js';
 import { abortMeaning } from './protocol-deadline.js';
 

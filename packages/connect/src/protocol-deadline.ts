@@ -9,8 +9,9 @@
  */
 
 import { Code, ConnectError } from '@connectrpc/connect';
-import { CONNECT_TIMEOUT_HEADER, GRPC_TIMEOUT_HEADER, MAX_TIMER_DELAY_MS, parseGrpcTimeout } from '@deadline/core';
 import type { IncomingCallInit } from '@deadline/core/internal';
+import { MAX_TIMER_DELAY_MS } from '@deadline/core/internal';
+import { CONNECT_TIMEOUT_HEADER, GRPC_TIMEOUT_HEADER, parseGrpcTimeout } from '@deadline/core/wire';
 
 /** How the core is told what an abort of the protocol's signal means. */
 type AbortMeans = NonNullable<IncomingCallInit<unknown>['abortMeans']>;

@@ -1,13 +1,17 @@
 /**
- * `@deadline/core` — one request budget, honoured end to end: the deadline value, its AsyncLocalStorage
- * context, the wire codec, the errors and the diagnostics events. Zero runtime dependencies.
+ * `@deadline/core` — one request budget, honoured end to end: the application API. A deadline, the
+ * AsyncLocalStorage context that carries it, the timeout of each outgoing call derived from it, the errors
+ * that say whose deadline fired, and the diagnostics channels to watch it all. Zero runtime dependencies.
+ *
+ * Two more entry points, each for its own audience:
+ * - `@deadline/core/wire` — the header codec (`X-Request-Deadline`, `grpc-timeout`, `Connect-Timeout-Ms`,
+ *   Envoy's), for proxies, gateways and adapter authors;
+ * - `@deadline/core/internal` — the kit this project's adapters are built from; not covered by semver.
  *
  * Every export is named here; nothing is re-exported wholesale.
  * @packageDocumentation
  */
 
-export type { CallGuard, CallOutcome, CallPermit } from './call-guard.js';
-export { MAX_TIMER_DELAY_MS } from './clock.js';
 export {
   bindContext,
   type ContextInit,
@@ -23,7 +27,6 @@ export {
 } from './context.js';
 export { Deadline } from './deadline.js';
 export {
-  type BreakerStateMessage,
   type CallEndMessage,
   type CallOutlivedMessage,
   type CallStartMessage,
@@ -48,42 +51,7 @@ export {
 } from './errors.js';
 export { findDeadlineError, isCancelledError, isDeadlineExceededError } from './guards.js';
 export { IdempotencyKeys } from './idempotency-keys.js';
-export type { CallLineLogger, IncomingCallOptions } from './incoming-options.js';
-export { DeadlineAttributes, DeadlineEvents } from './opentelemetry/attributes.js';
 export { type PrepareCallOptions, type PreparedCall, prepareCall } from './prepare-call.js';
 export type { DeadlineContext, EndOptions, OwnedContext, StopListener, StopReason } from './scope.js';
 export { type TimeoutOptions, timeoutFor } from './timeout-for.js';
-export {
-  formatTraceparent,
-  newSpanId,
-  newTraceId,
-  type ParsedTraceparent,
-  parseTraceparent,
-  type TraceContext,
-  traceFrom,
-} from './trace.js';
-export { parseExceededBy } from './wire/exceeded-by.js';
-export { type BudgetHeaders, formatBudgetHeaders } from './wire/format-budget.js';
-export { formatGrpcTimeout, parseGrpcTimeout } from './wire/grpc-timeout.js';
-export {
-  ALL_DIALECTS,
-  type BudgetHeader,
-  CONNECT_TIMEOUT_HEADER,
-  DEADLINE_EXCEEDED_BY_HEADER,
-  type DeadlineDialect,
-  ENVOY_EXPECTED_TIMEOUT_HEADER,
-  ENVOY_UPSTREAM_TIMEOUT_HEADER,
-  GRPC_TIMEOUT_HEADER,
-  REQUEST_DEADLINE_AT_HEADER,
-  REQUEST_DEADLINE_HEADER,
-} from './wire/header-names.js';
-export type { HeaderSource } from './wire/headers.js';
-export { formatRequestDeadline, parseRequestDeadline } from './wire/milliseconds.js';
-export {
-  type BudgetParser,
-  type BudgetParserOptions,
-  createBudgetParser,
-  type IgnoredHeader,
-  type ParsedBudget,
-  parseBudget,
-} from './wire/parse-budget.js';
+export { type TraceContext, traceFrom } from './trace.js';

@@ -1,6 +1,7 @@
 /**
- * `@deadline/core/internal` — helpers for this project's own adapters (`@deadline/fastify`, `@deadline/http`, …).
- * Not part of the public API: no semver promise. Applications should not import it.
+ * `@deadline/core/internal` — the adapter kit: what this project's adapters (`@deadline/fastify`,
+ * `@deadline/http`, …) are built from. Not covered by semver: it changes with the adapters, in any release.
+ * Applications import `@deadline/core`; proxies and codec users `@deadline/core/wire`.
  * @packageDocumentation
  */
 
@@ -10,6 +11,7 @@ export { CheckoutQueue } from './checkout-queue.js';
 export { MAX_TIMER_DELAY_MS, monotonicNow, timerDelay } from './clock.js';
 export { describeValue } from './describe-value.js';
 export {
+  type BreakerStateMessage,
   hasCallSubscribers,
   hasPropagateSubscribers,
   publishBreakerState,
@@ -42,6 +44,7 @@ export {
   registeredOpenTelemetry,
   setOpenTelemetryForTests,
 } from './opentelemetry/api.js';
+export { DeadlineAttributes, DeadlineEvents } from './opentelemetry/attributes.js';
 export {
   callSpansWanted,
   OUTGOING_CALL_KEY,
@@ -56,5 +59,5 @@ export { NEW_TRACE } from './trace.js';
 export { isUnpatched, unpatched } from './unpatched.js';
 export { checkBoolean, checkFunction, checkGuard, checkHop, checkName, checkNumber, checkObject } from './validate.js';
 export { WaitQueue } from './wait-queue.js';
-export { type HeaderSource, readHeader } from './wire/headers.js';
+export { readHeader } from './wire/headers.js';
 export { ourBudgetAlone } from './wire/parse-budget.js';

@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseExceededBy } from '../src/index.ts';
+import { parseExceededBy } from '../src/wire.ts';
 
 const RUNS = 50_000;
 const VISIBLE = /^[\x21-\x7e]{1,128}$/;

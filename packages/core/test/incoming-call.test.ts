@@ -7,14 +7,14 @@
  */
 import diagnostics from 'node:diagnostics_channel';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { CancelledError, DeadlineExceededError, DiagnosticsChannel } from '../src/index.ts';
 import {
-  CancelledError,
-  createBudgetParser,
-  DeadlineExceededError,
-  DiagnosticsChannel,
+  IncomingCall,
+  type IncomingCallInit,
   type IncomingCallOptions,
-} from '../src/index.ts';
-import { IncomingCall, type IncomingCallInit, resolveIncomingOptions } from '../src/internal.ts';
+  resolveIncomingOptions,
+} from '../src/internal.ts';
+import { createBudgetParser } from '../src/wire.ts';
 
 interface Call {
   internal: boolean;

@@ -1,15 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  createContext,
-  Deadline,
-  formatTraceparent,
-  newSpanId,
-  newTraceId,
-  parseTraceparent,
-  traceFrom,
-} from '../src/index.ts';
+import { createContext, Deadline, traceFrom } from '../src/index.ts';
 import { NEW_TRACE, Scope } from '../src/internal.ts';
+import { formatTraceparent, newSpanId, newTraceId, parseTraceparent } from '../src/wire.ts';
 
 const VALID = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 

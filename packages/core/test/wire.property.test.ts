@@ -4,6 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { ourBudgetAlone } from '../src/internal.ts';
 import {
   createBudgetParser,
   formatBudgetHeaders,
@@ -11,8 +12,7 @@ import {
   parseBudget,
   parseGrpcTimeout,
   parseRequestDeadline,
-} from '../src/index.ts';
-import { ourBudgetAlone } from '../src/internal.ts';
+} from '../src/wire.ts';
 import { BAD_BUDGET_VALUES } from './fixtures/bad-budget-values.ts';
 
 const RUNS = 100_000;

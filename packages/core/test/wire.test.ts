@@ -1,14 +1,14 @@
 import { describe, expect, it } from 'vitest';
+import { InvalidArgumentError } from '../src/index.ts';
 import {
   createBudgetParser,
   formatBudgetHeaders,
   formatGrpcTimeout,
   formatRequestDeadline,
-  InvalidArgumentError,
   parseBudget,
   parseGrpcTimeout,
   parseRequestDeadline,
-} from '../src/index.ts';
+} from '../src/wire.ts';
 import { BAD_BUDGET_VALUES, BAD_GRPC_TIMEOUT_VALUES } from './fixtures/bad-budget-values.ts';
 
 describe('X-Request-Deadline', () => {

@@ -4,8 +4,8 @@
  * at the deadline, as grpc-js's own timer having answered it.
  */
 import type { EventEmitter } from 'node:events';
-import type { BudgetParser, HeaderSource } from '@deadline/core';
 import { IncomingCall, type ResolvedIncomingOptions } from '@deadline/core/internal';
+import type { BudgetParser, HeaderSource } from '@deadline/core/wire';
 import type { Metadata } from '@grpc/grpc-js';
 import { type GrpcServerCall, msUntil } from './grpc-types.js';
 

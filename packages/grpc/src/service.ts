@@ -5,8 +5,12 @@
  */
 
 import type { EventEmitter } from 'node:events';
-import { type BudgetParser, createBudgetParser, type IncomingCallOptions } from '@deadline/core';
-import { type ResolvedIncomingOptions, resolveIncomingOptions } from '@deadline/core/internal';
+import {
+  type IncomingCallOptions,
+  type ResolvedIncomingOptions,
+  resolveIncomingOptions,
+} from '@deadline/core/internal';
+import { type BudgetParser, createBudgetParser } from '@deadline/core/wire';
 import {
   type Metadata,
   type ServerErrorResponse,

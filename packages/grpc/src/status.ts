@@ -4,14 +4,9 @@
  * hop names it in a 504's header; a client turns that status back into a `DeadlineExceededError` whose `whose` is
  * `downstream:<hop>`.
  */
-import {
-  CancelledError,
-  DEADLINE_EXCEEDED_BY_HEADER,
-  DeadlineExceededError,
-  findDeadlineError,
-  type StopReason,
-} from '@deadline/core';
+import { CancelledError, DeadlineExceededError, findDeadlineError, type StopReason } from '@deadline/core';
 import { findCircuitRefusal } from '@deadline/core/internal';
+import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
 import { Metadata, status as Status, type StatusObject } from '@grpc/grpc-js';
 
 /**

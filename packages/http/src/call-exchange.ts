@@ -4,8 +4,9 @@
  * failed at once), holds back a downstream's 504 that names the hop whose deadline fired and reports that
  * deadline error instead, and gives the caller's handler one last event, never two.
  */
-import { type DeadlineExceededError, parseExceededBy } from '@deadline/core';
+import type { DeadlineExceededError } from '@deadline/core';
 import type { OutgoingCall } from '@deadline/core/internal';
+import { parseExceededBy } from '@deadline/core/wire';
 
 /** @internal */
 export abstract class CallExchange {

@@ -3,8 +3,9 @@
  * runs through (see call-exchange.ts for what it does): what interceptors speak, and fetch's own handler from
  * undici 8 (Node 26) on.
  */
-import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core';
+
 import type { OutgoingCall } from '@deadline/core/internal';
+import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
 import type { Dispatcher } from 'undici';
 import { CallExchange } from './call-exchange.js';
 

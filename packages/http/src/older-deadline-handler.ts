@@ -7,8 +7,8 @@
  * buffers.
  */
 import type { Duplex } from 'node:stream';
-import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core';
 import type { OutgoingCall } from '@deadline/core/internal';
+import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
 import type { Dispatcher } from 'undici';
 import { CallExchange } from './call-exchange.js';
 import { headersOf } from './either-api-handler.js';

@@ -2,7 +2,7 @@
  * The options every HTTP adapter of this package takes, validated once where they enter (an interceptor built,
  * a dispatcher installed): a bad value fails at startup with the option and the value named.
  */
-import { ALL_DIALECTS, type DeadlineDialect, InvalidArgumentError } from '@deadline/core';
+import { InvalidArgumentError } from '@deadline/core';
 import {
   type CallGuard,
   checkFunction,
@@ -11,6 +11,7 @@ import {
   checkObject,
   type OutgoingCallOptions,
 } from '@deadline/core/internal';
+import { ALL_DIALECTS, type DeadlineDialect } from '@deadline/core/wire';
 import { describeTarget, type TargetRequest } from './target.js';
 
 /**

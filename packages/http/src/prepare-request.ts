@@ -4,8 +4,9 @@
  * the way of aborting differs (an AbortSignal, which `http.request` honours by destroying the socket, where its
  * `timeout` option only emits an event and lets the request run on).
  */
-import { DEADLINE_EXCEEDED_BY_HEADER, type DeadlineExceededError, parseExceededBy } from '@deadline/core';
+import type { DeadlineExceededError } from '@deadline/core';
 import { OutgoingCall, storage } from '@deadline/core/internal';
+import { DEADLINE_EXCEEDED_BY_HEADER, parseExceededBy } from '@deadline/core/wire';
 import { IDEMPOTENCY_KEY_HEADER, outgoingKey, recordHasKey } from './idempotency-key.js';
 import { type HttpDeadlineOptions, type ResolvedHttpOptions, resolveHttpOptions } from './options.js';
 

@@ -1,16 +1,16 @@
 /**
  * The middleware's options, checked once at registration with messages that name the option.
  */
+import { InvalidArgumentError } from '@deadline/core';
+import { checkBoolean, checkFunction, checkNumber } from '@deadline/core/internal';
 import {
   CONNECT_TIMEOUT_HEADER,
   ENVOY_EXPECTED_TIMEOUT_HEADER,
   ENVOY_UPSTREAM_TIMEOUT_HEADER,
   GRPC_TIMEOUT_HEADER,
-  InvalidArgumentError,
   REQUEST_DEADLINE_AT_HEADER,
   REQUEST_DEADLINE_HEADER,
-} from '@deadline/core';
-import { checkBoolean, checkFunction, checkNumber } from '@deadline/core/internal';
+} from '@deadline/core/wire';
 import type { IdempotencyStore } from './store.js';
 
 /**

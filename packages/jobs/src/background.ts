@@ -3,16 +3,17 @@
  * log bindings, drops the request's deadline (optionally running under a budget of its own), never rejects
  * (failures are logged with the trace id), and is counted so that shutdown can wait for it.
  */
+import { isDeadlineExceededError, runWithContext, type TraceContext, traceFrom, withoutCancel } from '@deadline/core';
 import {
+  checkFunction,
+  checkName,
+  checkNumber,
   DeadlineAttributes,
-  formatTraceparent,
-  isDeadlineExceededError,
-  runWithContext,
-  type TraceContext,
-  traceFrom,
-  withoutCancel,
-} from '@deadline/core';
-import { checkFunction, checkName, checkNumber, monotonicNow, storage, timerDelay } from '@deadline/core/internal';
+  monotonicNow,
+  storage,
+  timerDelay,
+} from '@deadline/core/internal';
+import { formatTraceparent } from '@deadline/core/wire';
 import { type LoggerLike, stderrLogger } from './logger.js';
 import { endWorkSpan, markStop, runInSpan, SpanKind, startWorkSpan } from './work-span.js';
 

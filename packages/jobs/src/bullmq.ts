@@ -5,7 +5,6 @@
  * BullMQ is a peer: the types here are structural, nothing of it is imported.
  */
 import {
-  DeadlineAttributes,
   InvalidArgumentError,
   isCancelledError,
   isDeadlineExceededError,
@@ -17,6 +16,7 @@ import {
   checkHop,
   checkNumber,
   checkObject,
+  DeadlineAttributes,
   monotonicNow,
   nextReady,
   type OtelAttributes,

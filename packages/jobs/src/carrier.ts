@@ -4,8 +4,9 @@
  * nothing by the time a worker picks the job up. It travels inside `job.data` under one reserved key, because
  * `job.opts.telemetry.metadata` is overwritten by BullMQ's own telemetry when that is configured.
  */
-import { formatTraceparent, parseTraceparent, type TraceContext, traceFrom } from '@deadline/core';
+import { type TraceContext, traceFrom } from '@deadline/core';
 import { activeSpan, checkHop, storage, traceOfSpan } from '@deadline/core/internal';
+import { formatTraceparent, parseTraceparent } from '@deadline/core/wire';
 
 /**
  * The key in `job.data` that holds the carrier. The worker side ({@link withJobContext}) removes it from

@@ -5,15 +5,11 @@
  * its log lines carry the span's ids. Without `@opentelemetry/api`, or without a tracer provider (the API's
  * no-op tracer makes no valid span of its own), there is no span and the trace is this library's own.
  */
-import {
-  DeadlineAttributes,
-  DeadlineEvents,
-  DeadlineExceededError,
-  type StopReason,
-  type TraceContext,
-} from '@deadline/core';
+import { DeadlineExceededError, type StopReason, type TraceContext } from '@deadline/core';
 import {
   activeSpan,
+  DeadlineAttributes,
+  DeadlineEvents,
   type OtelApi,
   type OtelAttributes,
   type OtelContext,

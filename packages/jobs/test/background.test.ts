@@ -6,7 +6,8 @@
 import { once } from 'node:events';
 import { createServer } from 'node:http';
 import { Writable } from 'node:stream';
-import { formatTraceparent, runWithDeadline, traceFrom } from '@deadline/core';
+import { runWithDeadline, traceFrom } from '@deadline/core';
+import { formatTraceparent } from '@deadline/core/wire';
 import fastifyDeadline from '@deadline/fastify';
 import { type DeadlinePool, withDeadline } from '@deadline/pg';
 import { deadlineMixin } from '@deadline/pino';

@@ -4,14 +4,8 @@
  * database when that budget runs out, and is retried per its BullMQ options.
  */
 import { Writable } from 'node:stream';
-import {
-  CancelledError,
-  createContext,
-  currentContext,
-  DeadlineExceededError,
-  formatTraceparent,
-  traceFrom,
-} from '@deadline/core';
+import { CancelledError, createContext, currentContext, DeadlineExceededError, traceFrom } from '@deadline/core';
+import { formatTraceparent } from '@deadline/core/wire';
 import fastifyDeadline from '@deadline/fastify';
 import { type DeadlinePool, withDeadline } from '@deadline/pg';
 import { deadlineMixin } from '@deadline/pino';

@@ -14,14 +14,8 @@
  * made against a circuit that no longer exists.
  */
 import { EventEmitter } from 'node:events';
-import {
-  type BreakerStateMessage,
-  createContext,
-  currentContext,
-  DeadlineExceededError,
-  InvalidArgumentError,
-} from '@deadline/core';
-import { publishBreakerState } from '@deadline/core/internal';
+import { createContext, currentContext, DeadlineExceededError, InvalidArgumentError } from '@deadline/core';
+import { type BreakerStateMessage, publishBreakerState } from '@deadline/core/internal';
 import { type CircuitBreakerOptions, type ResolvedBreakerOptions, resolveBreakerOptions } from './breaker-options.js';
 import {
   type BreakerPermit,

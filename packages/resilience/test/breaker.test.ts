@@ -1,7 +1,6 @@
 import diagnostics from 'node:diagnostics_channel';
 import { once } from 'node:events';
 import {
-  type BreakerStateMessage,
   CancelledError,
   currentSignal,
   DeadlineExceededError,
@@ -10,6 +9,7 @@ import {
   remainingMs,
   runWithDeadline,
 } from '@deadline/core';
+import type { BreakerStateMessage } from '@deadline/core/internal';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   type BreakerStateEvent,

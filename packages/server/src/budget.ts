@@ -4,15 +4,14 @@
  * lengthen it (an internet client cannot buy itself more of the service's time).
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import { MAX_TIMER_DELAY_MS, ourBudgetAlone } from '@deadline/core/internal';
 import {
   type BudgetHeader,
   type BudgetParser,
   createBudgetParser,
   type IgnoredHeader,
-  MAX_TIMER_DELAY_MS,
   REQUEST_DEADLINE_HEADER,
-} from '@deadline/core';
-import { ourBudgetAlone } from '@deadline/core/internal';
+} from '@deadline/core/wire';
 import type { LineLogger, ResolvedLimits, ResolvedOptions } from './options.js';
 import { reportHookError } from './request-deadline.js';
 

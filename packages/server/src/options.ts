@@ -3,7 +3,7 @@
  * option and the value received.
  */
 import type { IncomingMessage } from 'node:http';
-import { ALL_DIALECTS, type DeadlineDialect, type DeadlineExceededError, InvalidArgumentError } from '@deadline/core';
+import { type DeadlineExceededError, InvalidArgumentError } from '@deadline/core';
 import {
   checkBoolean,
   checkFunction,
@@ -12,6 +12,7 @@ import {
   checkObject,
   MAX_TIMER_DELAY_MS,
 } from '@deadline/core/internal';
+import { ALL_DIALECTS, type DeadlineDialect } from '@deadline/core/wire';
 
 /**
  * A route's service-level budget. Each field falls back to the service-wide option, then to the default.

@@ -13,7 +13,6 @@ import {
   type CallOutlivedMessage,
   CancelledError,
   createContext,
-  DEADLINE_EXCEEDED_BY_HEADER,
   Deadline,
   type DeadlineContext,
   DeadlineExceededError,
@@ -34,6 +33,7 @@ import {
   spanOfTrace,
   traceOfSpan,
 } from '@deadline/core/internal';
+import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
 import type { RequestBudget } from './budget.js';
 import { hasRequestEndSubscribers, publishRequestEnd } from './diagnostics.js';
 import type { LineLogger, ResolvedLimits, ResolvedOptions } from './options.js';

@@ -3,7 +3,8 @@
  * when the work was cancelled. And the guard that makes a handler's late attempt to answer a no-op.
  */
 import type { ServerResponse } from 'node:http';
-import { CancelledError, DEADLINE_EXCEEDED_BY_HEADER, type DeadlineExceededError } from '@deadline/core';
+import { CancelledError, type DeadlineExceededError } from '@deadline/core';
+import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
 
 /**
  * The JSON body of a 504 sent because a deadline passed.

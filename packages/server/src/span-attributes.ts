@@ -4,8 +4,9 @@
  * (the http instrumentation ends it on the response's `close`, after the adapter's own close handling).
  * Nothing here runs without a span: the request's trace then has none.
  */
-import { type CancelledError, DeadlineAttributes, DeadlineEvents, DeadlineExceededError } from '@deadline/core';
+import { type CancelledError, DeadlineExceededError } from '@deadline/core';
 import type { OtelAttributes, OtelSpan } from '@deadline/core/internal';
+import { DeadlineAttributes, DeadlineEvents } from '@deadline/core/internal';
 import type { RequestBudget } from './budget.js';
 
 /** @internal */

@@ -4,7 +4,7 @@
  * lengthen it) — never a crash, and always the caller's own budget when it asked for less.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { parseBudget } from '@deadline/core';
+import { parseBudget } from '@deadline/core/wire';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { createParser, resolveBudget } from '../src/budget.ts';

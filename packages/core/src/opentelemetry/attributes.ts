@@ -9,7 +9,7 @@
  *
  * @example
  * ```ts
- * import { DeadlineAttributes } from '@deadline/core';
+ * import { DeadlineAttributes } from '@deadline/core/internal';
  * const expired = spans.filter((span) => span.attributes[DeadlineAttributes.Outcome] === 'deadline_exceeded');
  * ```
  */

@@ -12,7 +12,7 @@ const HOP = /^[\x21-\x7e]{1,128}$/;
  *
  * @example
  * ```ts
- * import { parseExceededBy } from '@deadline/core';
+ * import { parseExceededBy } from '@deadline/core/wire';
  * parseExceededBy('orders'); // 'orders'
  * parseExceededBy(['orders', 'orders']); // 'orders'
  * parseExceededBy('or ders'); // undefined

@@ -30,7 +30,7 @@ export type BudgetHeaders = Record<string, string>;
  *
  * @example
  * ```ts
- * import { formatBudgetHeaders } from '@deadline/core';
+ * import { formatBudgetHeaders } from '@deadline/core/wire';
  * formatBudgetHeaders(2499.6, ['grpc']);
  * // → { 'x-request-deadline': '2499', 'grpc-timeout': '2499600u' }
  * ```

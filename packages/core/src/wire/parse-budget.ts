@@ -169,7 +169,7 @@ function checkDialects(value: unknown): readonly DeadlineDialect[] {
  *
  * @example
  * ```ts
- * import { createBudgetParser } from '@deadline/core';
+ * import { createBudgetParser } from '@deadline/core/wire';
  * const parseBudget = createBudgetParser({ maxMs: 10_000, dialects: ['deadline', 'grpc'] });
  * const { budgetMs, header, ignored } = parseBudget(req.headers);
  * ```
@@ -281,7 +281,7 @@ let defaultParser: BudgetParser | undefined;
  *
  * @example
  * ```ts
- * import { parseBudget } from '@deadline/core';
+ * import { parseBudget } from '@deadline/core/wire';
  * parseBudget({ 'x-request-deadline': '800', 'grpc-timeout': '500m' }).budgetMs; // 500
  * ```
  */
