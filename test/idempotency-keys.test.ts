@@ -1,5 +1,6 @@
 /**
- * The keys of an idempotent request's outgoing calls: each POST/PATCH through the http adapter carries an
+ * Across packages (`@deadline/idempotency` with `@deadline/http`, `@deadline/jobs` and `@deadline/resilience`,
+ * which depend on it): the keys of an idempotent request's outgoing calls: each POST/PATCH through the http adapter carries an
  * `Idempotency-Key` derived from the inbound key and the call's order, so an attempt that takes the key over sends
  * the same ones; `retry()` resends such a call with the same key; `enqueue()` uses one as the job id.
  */
@@ -9,15 +10,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { currentSignal, runWithDeadline } from '@deadline/core';
 import fastifyDeadline from '@deadline/fastify';
 import { deadlineInterceptor, prepareHttpRequest } from '@deadline/http';
+import fastifyIdempotency, { type IdempotencyStore } from '@deadline/idempotency';
 import { enqueue } from '@deadline/jobs';
 import { retry } from '@deadline/resilience';
 import { Queue } from 'bullmq';
 import Fastify from 'fastify';
 import { Agent, fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REDIS, requireService } from '../../../test/support/services.js';
-import fastifyIdempotency, { type IdempotencyStore } from '../src/index.js';
-import { openStore, send } from './harness.js';
+import { openStore, send } from '../packages/idempotency/test/harness.js';
+import { REDIS, requireService } from './support/services.js';
 
 const available = await requireService(REDIS);
 

@@ -10,8 +10,8 @@
  * (its client gives up); later ones do not.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { currentContext, currentSignal } from '@deadline/core';
-import { idempotency, pgStore, step } from '@deadline/idempotency';
+import { currentSignal } from '@deadline/core';
+import { IDEMPOTENCY_KEYS, idempotency, pgStore, step } from '@deadline/idempotency';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import type pg from 'pg';
 import { ensureTable } from './tables.js';
@@ -35,7 +35,7 @@ export async function chargeRoutes(app: Express, db: Queryable, pool: pg.Pool): 
       const { order, amountCents } = req.body as { order: number; amountCents: number };
       const charge = await step('charge', async () => {
         // The same on every attempt of this key (none without one): a second attempt finds the first's row.
-        const requestKey = currentContext()?.idempotencyKeys?.next() ?? null;
+        const requestKey = IDEMPOTENCY_KEYS.get()?.next() ?? null;
         const { rows } = await db.query(
           `INSERT INTO ${CHARGES_TABLE} (order_id, amount_cents, request_key) VALUES ($1, $2, $3)
            ON CONFLICT (request_key) DO UPDATE SET request_key = EXCLUDED.request_key RETURNING id`,

@@ -6,8 +6,8 @@
  */
 
 import { Code, ConnectError } from '@connectrpc/connect';
-import { CancelledError, DeadlineExceededError, findDeadlineError, type StopReason } from '@deadline/core';
-import { findCircuitRefusal } from '@deadline/core/internal';
+import { CancelledError, DeadlineExceededError, ErrorCode, findDeadlineError, type StopReason } from '@deadline/core';
+import { findErrorWithCode } from '@deadline/core/internal';
 import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
 
 /**
@@ -32,7 +32,7 @@ export function toConnectError(error: unknown, hop?: string): ConnectError | und
   }
   if (typed instanceof CancelledError)
     return new ConnectError(typed.message, Code.Canceled, undefined, undefined, typed);
-  const refusal = findCircuitRefusal(error);
+  const refusal = findErrorWithCode(error, ErrorCode.CircuitOpen);
   if (refusal !== undefined) {
     return new ConnectError(refusal.message, Code.Unavailable, refusal.headers, undefined, refusal);
   }
@@ -84,7 +84,7 @@ export function codeOf(reason: unknown): Code {
   const typed = findDeadlineError(reason);
   if (typed instanceof DeadlineExceededError) return Code.DeadlineExceeded;
   if (typed instanceof CancelledError) return Code.Canceled;
-  return findCircuitRefusal(reason) === undefined ? Code.Unknown : Code.Unavailable;
+  return findErrorWithCode(reason, ErrorCode.CircuitOpen) === undefined ? Code.Unknown : Code.Unavailable;
 }
 
 /**

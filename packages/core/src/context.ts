@@ -1,10 +1,10 @@
 /**
  * The context API: create a context, run code in it, and read the current one from anywhere below.
  */
+import { type ContextValue, detachValues, mergeValues } from './context-key.js';
 import { Deadline } from './deadline.js';
 import { publishStart } from './diagnostics.js';
 import { InvalidArgumentError } from './errors.js';
-import { IdempotencyKeys } from './idempotency-keys.js';
 import { activeSpan } from './opentelemetry/active.js';
 import { traceOfSpan } from './opentelemetry/span-trace.js';
 import { type DeadlineContext, type OwnedContext, Scope } from './scope.js';
@@ -35,11 +35,8 @@ export interface ContextInit {
   baggage?: Readonly<Record<string, string>> | undefined;
   /** Merged over the parent's log bindings. */
   bindings?: Readonly<Record<string, unknown>> | undefined;
-  /**
-   * Where outgoing POST/PATCH calls and queued jobs get their `Idempotency-Key` (see {@link IdempotencyKeys}).
-   * Default: the parent's.
-   */
-  idempotencyKeys?: IdempotencyKeys | undefined;
+  /** Values under keys of their own (`key.with(value)`, see {@link createContextKey}), set over the parent's. */
+  values?: readonly ContextValue[] | undefined;
   /** An outside cancellation source (the host's request signal): when it aborts, the context is cancelled. */
   signal?: AbortSignal | undefined;
   /**
@@ -56,16 +53,6 @@ function toDeadline(value: Deadline | number | undefined): Deadline {
   if (typeof value === 'number') return Deadline.fromNow(value);
   if (value instanceof Deadline) return value;
   throw new InvalidArgumentError('deadline', 'a number of milliseconds or a Deadline', value);
-}
-
-function idempotencyKeysOf(value: unknown): IdempotencyKeys | undefined {
-  if (value === undefined || value instanceof IdempotencyKeys) return value;
-  // From a second copy of this package in the process: the same protocol (see storage.ts).
-  const keys = value as Partial<IdempotencyKeys> | null;
-  if (typeof keys?.next === 'function' && typeof keys.branch === 'function' && typeof keys.restart === 'function') {
-    return keys as IdempotencyKeys;
-  }
-  throw new InvalidArgumentError('idempotencyKeys', 'IdempotencyKeys', value);
 }
 
 function checkBaggage(value: unknown): Readonly<Record<string, string>> | undefined {
@@ -130,7 +117,7 @@ export function createContext(init: ContextInit = {}): OwnedContext {
       hop: hop ?? parent?.hop,
       baggage: mergeBaggage(parent?.baggage, baggage),
       bindings: merge(parent?.bindings, bindings),
-      idempotencyKeys: idempotencyKeysOf(init.idempotencyKeys) ?? parent?.idempotencyKeys,
+      values: mergeValues(parent?._values, init.values),
     },
     parent?.detached ?? false,
     true,
@@ -241,8 +228,9 @@ export function withoutCancel<R>(fn: () => R): R {
       hop: current?.hop,
       baggage: current?.baggage,
       bindings: current?.bindings,
-      // Its own branch: the detached work's calls get the same keys however they interleave with the request's.
-      idempotencyKeys: current?.idempotencyKeys?.branch(),
+      // Each value as its key says (an idempotency sequence branches: the detached work's calls get the same
+      // keys however they interleave with the request's).
+      values: detachValues(current?._values),
     },
     true,
     false,

@@ -44,12 +44,6 @@ export const DiagnosticsChannel = {
    * {@link CallOutlivedMessage}.
    */
   CallOutlived: 'deadline:call:outlived',
-  /**
-   * A circuit breaker (`@deadline/resilience`) changed state. An open circuit becomes half-open lazily, so that
-   * transition is published when the breaker next observes it (a call, a `state` read). Message:
-   * {@link BreakerStateMessage}.
-   */
-  BreakerState: 'deadline:breaker:state',
 } as const;
 
 /**
@@ -164,65 +158,6 @@ export interface CallOutlivedMessage extends CallEndMessage {
   outlivedMs: number;
 }
 
-/**
- * Message of {@link DiagnosticsChannel.BreakerState}: one per transition of a circuit breaker. The same object
- * is the breaker's `'state'` event.
- *
- * @example
- * ```ts
- * diagnostics.subscribe(DiagnosticsChannel.BreakerState, (message) => {
- *   const { target, from, to, reason } = message as BreakerStateMessage;
- *   metrics.increment('breaker.transition', { target, from, to, reason });
- * });
- * ```
- */
-export interface BreakerStateMessage {
-  /** The breaker's downstream (`inventory`, `GET http://inventory:8080`). */
-  target: string;
-  from: 'closed' | 'open' | 'half-open';
-  to: 'closed' | 'open' | 'half-open';
-  /**
-   * Why: `failure-rate` (failures reached both the count and the rate, over the minimum volume),
-   * `slow-call-rate`, `cooldown-elapsed`, `probes-succeeded`, `probe-failed`, `probe-slow`, `probe-timed-out`,
-   * `reset`.
-   */
-  reason:
-    | 'failure-rate'
-    | 'slow-call-rate'
-    | 'cooldown-elapsed'
-    | 'probes-succeeded'
-    | 'probe-failed'
-    | 'probe-slow'
-    | 'probe-timed-out'
-    | 'reset';
-  /** When opening, the cooldown that starts now; otherwise the cooldown the next opening will use (ms). */
-  cooldownMs: number;
-  /** The breaker's counters just after the transition. */
-  stats: {
-    readonly state: 'closed' | 'open' | 'half-open';
-    /** Calls counted in the sliding window (successes and failures; neutral outcomes are not counted). */
-    readonly calls: number;
-    /** Failures in the window. */
-    readonly failures: number;
-    /** Counted calls in the window that took at least `slowCallMs` (0 when slow calls are not tracked). */
-    readonly slowCalls: number;
-    /** `failures / calls`, 0 without calls. */
-    readonly failureRate: number;
-    /** `slowCalls / calls`, 0 without calls. */
-    readonly slowCallRate: number;
-    /** The cooldown in force (open, half-open) or the one the next opening will use (closed), in ms. */
-    readonly cooldownMs: number;
-    /** ms until an open circuit admits a probe; 0 unless open. */
-    readonly retryAfterMs: number;
-    /** Probes admitted and not settled (half-open only). */
-    readonly probesInFlight: number;
-    /** Probe successes in a row in this half-open period. */
-    readonly consecutiveSuccesses: number;
-    /** How many times the circuit opened since the breaker was made (a counter: `reset()` keeps it). */
-    readonly opens: number;
-  };
-}
-
 const contextStart = diagnostics.channel(DiagnosticsChannel.ContextStart);
 const contextEnd = diagnostics.channel(DiagnosticsChannel.ContextEnd);
 const exceeded = diagnostics.channel(DiagnosticsChannel.Exceeded);
@@ -231,7 +166,6 @@ const propagate = diagnostics.channel(DiagnosticsChannel.Propagate);
 const callStart = diagnostics.channel(DiagnosticsChannel.CallStart);
 const callEnd = diagnostics.channel(DiagnosticsChannel.CallEnd);
 const callOutlived = diagnostics.channel(DiagnosticsChannel.CallOutlived);
-const breakerState = diagnostics.channel(DiagnosticsChannel.BreakerState);
 
 /** @internal */
 export function publishStart(context: DeadlineContext): void {
@@ -278,6 +212,3 @@ export function publishCallOutlived(message: CallOutlivedMessage): void {
   if (callOutlived.hasSubscribers) callOutlived.publish(message);
 }
 /** @internal */
-export function publishBreakerState(message: BreakerStateMessage): void {
-  if (breakerState.hasSubscribers) breakerState.publish(message);
-}

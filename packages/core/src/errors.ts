@@ -1,6 +1,6 @@
 /**
- * The closed set of errors this project throws. Each has a stable `code`; each is branded so that
- * `instanceof` works even when an app ends up with two copies of `@deadline/core` (a nested
+ * The one family of errors every package of this project throws. Each has a stable `code` from one table; each
+ * is branded so that `instanceof` works even when an app ends up with two copies of a package (a nested
  * `node_modules`, a CJS and an ESM build): the check reads a `Symbol.for` brand, not the prototype chain.
  */
 import { describeValue } from './describe-value.js';
@@ -9,7 +9,8 @@ import { DEADLINE_EXCEEDED_BY_HEADER } from './wire/header-names.js';
 const DOWNSTREAM = 'downstream:';
 
 /**
- * Stable codes, one per error class; safe to switch on and to alert on.
+ * Stable codes, one per error class of every package, and one per problem an idempotent endpoint answers with;
+ * safe to switch on and to alert on. docs/reference/errors.md lists where each comes from.
  *
  * @example
  * ```ts
@@ -17,9 +18,20 @@ const DOWNSTREAM = 'downstream:';
  * ```
  */
 export const ErrorCode = {
+  /** `DeadlineExceededError` (`@deadline/core`): the budget ran out. */
   DeadlineExceeded: 'ERR_DEADLINE_EXCEEDED',
+  /** `CancelledError` (`@deadline/core`): stopped for a reason other than time. */
   Cancelled: 'ERR_CANCELLED',
+  /** `InvalidArgumentError` (every package): an option or argument was invalid. */
   InvalidArgument: 'ERR_INVALID_ARGUMENT',
+  /** `CircuitOpenError` (`@deadline/resilience`): the call was not made, its downstream's circuit is open. */
+  CircuitOpen: 'ERR_CIRCUIT_OPEN',
+  /** `IdempotencyKeyLostError` (`@deadline/idempotency`): another request took this one's key over. */
+  IdempotencyKeyLost: 'ERR_IDEMPOTENCY_KEY_LOST',
+  /** The 409 problem (`@deadline/idempotency`): a request with this key is still in flight. */
+  IdempotencyConflict: 'ERR_IDEMPOTENCY_CONFLICT',
+  /** The 422 problem (`@deadline/idempotency`): the key was used with another payload. */
+  IdempotencyMismatch: 'ERR_IDEMPOTENCY_MISMATCH',
 } as const;
 /**
  * One of the {@link ErrorCode} values.
@@ -33,14 +45,19 @@ export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 // Versioned: bump the suffix only if the shape of these errors changes incompatibly.
 const kBrand = Symbol.for('@deadline/core/error@1');
-// Marks our own classes, whose instanceof is decided by the brand; user subclasses keep the normal check.
+// Marks the family's classes, whose instanceof is decided by the brand; user subclasses keep the normal check.
 const kBrandedClass = Symbol.for('@deadline/core/error-class@1');
 
 function hasCode(value: unknown, code: ErrorCode | undefined): boolean {
-  if (typeof value !== 'object' || value === null) return false;
+  const brand = brandOf(value);
+  return brand !== undefined && (code === undefined || brand === code);
+}
+
+/** The code a member of the family was branded with (from any copy of its package); `undefined` for others. */
+export function brandOf(value: unknown): ErrorCode | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
   const brand = (value as { [kBrand]?: unknown })[kBrand];
-  if (typeof brand !== 'string') return false;
-  return code === undefined || brand === code;
+  return typeof brand === 'string' ? (brand as ErrorCode) : undefined;
 }
 
 /** Our classes answer `instanceof` by brand; a user's subclass of them keeps the ordinary prototype check. */
@@ -64,9 +81,13 @@ function isInstance(cls: object, value: unknown): boolean {
 export abstract class DeadlineError extends Error {
   /** Stable, machine-readable code. */
   declare readonly code: ErrorCode;
-  /** The HTTP status to answer with (504, 499, 500); frameworks' default error handlers read it. */
+  /** The HTTP status to answer with (504, 499, 500, 503, 409); frameworks' default error handlers read it. */
   abstract get statusCode(): number;
-  static readonly [kBrandedClass]: ErrorCode | undefined = undefined;
+
+  /** Headers to answer with (`X-Deadline-Exceeded-By`, `Retry-After`), if any; frameworks' error handlers read them. */
+  get headers(): Record<string, string> | undefined {
+    return undefined;
+  }
 
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
     // Only pass `cause` when there is one: `{ cause: undefined }` would still install an own `cause`.
@@ -82,7 +103,27 @@ export abstract class DeadlineError extends Error {
     return isInstance(this, value);
   }
 }
-Object.defineProperty(DeadlineError.prototype, 'name', { value: 'DeadlineError', writable: true, configurable: true });
+
+/**
+ * Makes `cls` a member of the family: its `name` (on the prototype, as the built-in errors have it) and its code,
+ * by which `instanceof` recognises its instances from any copy of its package. Every error class of every
+ * package is declared this way, once, after its body.
+ *
+ * @example
+ * ```ts
+ * export class CircuitOpenError extends DeadlineError { ... }
+ * defineErrorClass(CircuitOpenError, 'CircuitOpenError', ErrorCode.CircuitOpen);
+ * ```
+ */
+export function defineErrorClass(
+  cls: abstract new (...args: never[]) => DeadlineError,
+  name: string,
+  code?: ErrorCode,
+) {
+  Object.defineProperty(cls, kBrandedClass, { value: code });
+  Object.defineProperty(cls.prototype, 'name', { value: name, writable: true, configurable: true });
+}
+defineErrorClass(DeadlineError, 'DeadlineError');
 
 /**
  * When, relative to a call, a deadline was found exceeded.
@@ -153,7 +194,6 @@ function round(ms: number | undefined): number | undefined {
  * ```
  */
 export class DeadlineExceededError extends DeadlineError {
-  static override readonly [kBrandedClass] = ErrorCode.DeadlineExceeded;
   declare readonly code: typeof ErrorCode.DeadlineExceeded;
   /** The budget the deadline was created with, in whole ms. */
   readonly budgetMs: number | undefined;
@@ -193,15 +233,11 @@ export class DeadlineExceededError extends DeadlineError {
   }
 
   /** `X-Deadline-Exceeded-By: <hop>` when the hop is known; fastify's and express's error handlers set these. */
-  get headers(): Record<string, string> | undefined {
+  override get headers(): Record<string, string> | undefined {
     return this.hop === undefined ? undefined : { [DEADLINE_EXCEEDED_BY_HEADER]: this.hop };
   }
 }
-Object.defineProperty(DeadlineExceededError.prototype, 'name', {
-  value: 'DeadlineExceededError',
-  writable: true,
-  configurable: true,
-});
+defineErrorClass(DeadlineExceededError, 'DeadlineExceededError', ErrorCode.DeadlineExceeded);
 
 function exceededMessage(
   phase: DeadlinePhase,
@@ -246,7 +282,6 @@ export type CancelReason = 'cancelled' | 'client-disconnected' | 'context-ended'
  * ```
  */
 export class CancelledError extends DeadlineError {
-  static override readonly [kBrandedClass] = ErrorCode.Cancelled;
   declare readonly code: typeof ErrorCode.Cancelled;
   /** Why: `client-disconnected`, `context-ended`, `cancelled` (explicit), or an adapter's own word. */
   readonly reason: CancelReason;
@@ -261,11 +296,7 @@ export class CancelledError extends DeadlineError {
     return 499;
   }
 }
-Object.defineProperty(CancelledError.prototype, 'name', {
-  value: 'CancelledError',
-  writable: true,
-  configurable: true,
-});
+defineErrorClass(CancelledError, 'CancelledError', ErrorCode.Cancelled);
 
 /**
  * An option or argument was invalid: a programming or configuration error, named with the option and the
@@ -280,7 +311,6 @@ Object.defineProperty(CancelledError.prototype, 'name', {
  * ```
  */
 export class InvalidArgumentError extends DeadlineError {
-  static override readonly [kBrandedClass] = ErrorCode.InvalidArgument;
   declare readonly code: typeof ErrorCode.InvalidArgument;
   /** The option or argument at fault, e.g. `marginMs`. */
   readonly option: string;
@@ -295,11 +325,7 @@ export class InvalidArgumentError extends DeadlineError {
     return 500;
   }
 }
-Object.defineProperty(InvalidArgumentError.prototype, 'name', {
-  value: 'InvalidArgumentError',
-  writable: true,
-  configurable: true,
-});
+defineErrorClass(InvalidArgumentError, 'InvalidArgumentError', ErrorCode.InvalidArgument);
 
 // Frozen intrinsics (SES lockdown) make stackTraceLimit read-only; then stacks are simply kept.
 const canSkipStacks = Object.getOwnPropertyDescriptor(Error, 'stackTraceLimit')?.writable === true;

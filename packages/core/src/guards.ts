@@ -1,8 +1,11 @@
 /**
  * "Does this error mean the deadline was exceeded (or the work cancelled)?" — answered for our own errors and
- * for the errors drivers and transports throw when our cancellation reached them.
+ * for the errors drivers and transports throw when our cancellation reached them. One walker follows every
+ * error's chain of causes; what a driver's errors look like (a server-side timeout, an ORM's wrapper field) is
+ * registered by that driver's package (error-recognizers.ts), not known here.
  */
-import { CancelledError, DeadlineExceededError, ErrorCode } from './errors.js';
+import { recognizers } from './error-recognizers.js';
+import { brandOf, CancelledError, type DeadlineError, DeadlineExceededError, ErrorCode } from './errors.js';
 import type { StopReason } from './scope.js';
 import { storage } from './storage.js';
 
@@ -11,29 +14,50 @@ import { storage } from './storage.js';
 // after an ORM re-throws it unwrapped.
 const kCausedBy = Symbol.for('@deadline/core/caused-by@1');
 
-/** How deep to follow `cause` chains; they are short in practice and a cycle must not hang us. */
+/** How deep to follow chains of causes; they are short in practice and a cycle must not hang us. */
 const MAX_CAUSE_DEPTH = 8;
 
-/**
- * Where an error keeps the one it wraps: the standard `cause`, then the ORMs' own fields, which predate it —
- * TypeORM's `QueryFailedError.driverError`, Sequelize's `DatabaseError.parent` (and `.original`), MikroORM's
- * `DriverException.previous`. Knex, Kysely and Drizzle (`cause`) need nothing more.
- */
-const WRAPPED: readonly string[] = ['cause', 'driverError', 'parent', 'original', 'previous'];
+type ErrorFields = Record<PropertyKey, unknown>;
 
-/** The error `err` wraps, if any. */
-function wrappedBy(err: Record<PropertyKey, unknown>): unknown {
-  for (const key of WRAPPED) {
+function fields(value: unknown): ErrorFields | undefined {
+  return typeof value === 'object' && value !== null ? (value as ErrorFields) : undefined;
+}
+
+/** The error `err` wraps, if any: its `cause`, or a field a driver registered (an ORM's `driverError`, …). */
+function wrappedBy(err: ErrorFields): unknown {
+  for (const key of recognizers().wrapperFields) {
     const inner = err[key];
     if (typeof inner === 'object' && inner !== null && inner !== err) return inner;
   }
   return undefined;
 }
 
-/** PostgreSQL SQLSTATE `query_canceled`: a statement_timeout, a CancelRequest, pg_cancel_backend(). */
-const PG_QUERY_CANCELED = '57014';
-/** MariaDB ER_STATEMENT_TIMEOUT and MySQL ER_QUERY_TIMEOUT: the server's own statement time limit. */
-const MYSQL_STATEMENT_TIMEOUT_ERRNOS: ReadonlySet<number> = new Set([1969, 3024]);
+/**
+ * The first answer `visit` gives for `error` and the errors it wraps, outermost first: the one walker every
+ * guard of every package uses (see `@deadline/core/internal`).
+ * @internal
+ */
+export function findInCauses<T>(error: unknown, visit: (err: ErrorFields) => T | undefined): T | undefined {
+  let current = error;
+  for (let depth = 0; depth < MAX_CAUSE_DEPTH; depth++) {
+    const err = fields(current);
+    if (err === undefined) return undefined;
+    const found = visit(err);
+    if (found !== undefined) return found;
+    current = wrappedBy(err);
+  }
+  return undefined;
+}
+
+/**
+ * The member of the error family with `code` in `error` or the errors it wraps — global fetch wraps a
+ * `CircuitOpenError` in `TypeError: fetch failed` — for guards (`isCircuitOpenError`) and for server edges that
+ * answer it with its own status and headers.
+ * @internal
+ */
+export function findErrorWithCode(error: unknown, code: ErrorCode): DeadlineError | undefined {
+  return findInCauses(error, (err) => (brandOf(err) === code ? (err as unknown as DeadlineError) : undefined));
+}
 
 /**
  * Records on a driver error that it was caused by `reason` — a deadline or a cancellation this project enforced
@@ -46,15 +70,10 @@ export function markCausedBy(error: unknown, reason: StopReason): void {
   }
 }
 
-function fields(value: unknown): Record<PropertyKey, unknown> | undefined {
-  return typeof value === 'object' && value !== null ? (value as Record<PropertyKey, unknown>) : undefined;
-}
-
 /** A server-side timeout is a deadline by definition, whoever configured it. */
-function isServerTimeout(err: Record<PropertyKey, unknown>): boolean {
-  if (err.code === PG_QUERY_CANCELED)
-    return typeof err.message === 'string' && err.message.includes('statement timeout');
-  return typeof err.errno === 'number' && MYSQL_STATEMENT_TIMEOUT_ERRNOS.has(err.errno);
+function isServerTimeout(err: ErrorFields): boolean {
+  for (const isTimeout of recognizers().serverTimeouts) if (isTimeout(err)) return true;
+  return false;
 }
 
 const SERVER_TIMEOUT = Symbol('server-timeout');
@@ -68,35 +87,32 @@ const COPIED_CANCEL = Symbol('copied-cancel');
 type Explanation = StopReason | typeof SERVER_TIMEOUT | typeof COPIED_DEADLINE | typeof COPIED_CANCEL;
 
 /**
- * The outermost explanation in `error`'s cause chain: one of our errors, an adapter's mark, a server timeout,
- * a copy of one of ours.
+ * The outermost explanation in `error`'s chain of causes: one of our errors, an adapter's mark, a server
+ * timeout, a copy of one of ours.
  */
 function explain(error: unknown): Explanation | undefined {
   // A copied code is the last resort: a wrapper that copies the code (got's RequestError does) may still hold
   // the error itself further down, with what only it knows (whose deadline, the phase).
   let copied: typeof COPIED_DEADLINE | typeof COPIED_CANCEL | undefined;
-  let current = error;
-  for (let depth = 0; depth < MAX_CAUSE_DEPTH; depth++) {
-    if (current instanceof DeadlineExceededError || current instanceof CancelledError) return current;
-    const err = fields(current);
-    if (err === undefined) break;
+  const found = findInCauses<Explanation>(error, (err) => {
+    if (err instanceof DeadlineExceededError || err instanceof CancelledError) return err;
     const mark = err[kCausedBy];
     if (mark instanceof DeadlineExceededError || mark instanceof CancelledError) return mark;
     if (isServerTimeout(err)) return SERVER_TIMEOUT;
     if (err.code === ErrorCode.DeadlineExceeded) copied ??= COPIED_DEADLINE;
     else if (err.code === ErrorCode.Cancelled) copied ??= COPIED_CANCEL;
-    current = wrappedBy(err);
-  }
-  return copied;
+    return undefined;
+  });
+  return found ?? copied;
 }
-
 /**
  * True for a {@link DeadlineExceededError} from any copy of this package, and for errors that mean the same:
- * an error (an `AbortError` from `fetch`, a driver error) whose `cause` chain holds one — an ORM's wrapping
- * too: TypeORM's `driverError`, Sequelize's `parent`, MikroORM's `previous` — or that an adapter marked as
- * caused by one; an error that kept one's `code` (`ERR_DEADLINE_EXCEEDED`) when rebuilt (Prisma's); a server-side statement timeout (PostgreSQL `57014` "statement timeout", MariaDB
- * errno 1969, MySQL 3024). A query cancelled by someone else (`57014` "user request", errno 1317 from an
- * operator's `KILL QUERY`) is not a deadline.
+ * an error (an `AbortError` from `fetch`, a driver error) whose chain of causes holds one — through the
+ * wrapper fields drivers register too (an ORM's `driverError`, `parent`, `previous`) — or that an adapter
+ * marked as caused by one; an error that kept one's `code` (`ERR_DEADLINE_EXCEEDED`) when rebuilt (Prisma's);
+ * a server-side statement timeout, as the driver's package recognises it (`@deadline/pg`: SQLSTATE `57014`
+ * "statement timeout"; `@deadline/mysql`: errno 1969 or 3024). A query cancelled by someone else is not a
+ * deadline.
  *
  * @example
  * ```ts
@@ -153,24 +169,4 @@ export function findDeadlineError(error: unknown): StopReason | undefined {
     cause: error,
     message: why === COPIED_DEADLINE ? message : `the server stopped the statement: ${message ?? 'statement timeout'}`,
   });
-}
-
-/** What a server edge answers for a circuit breaker's refusal: its own status (503) and headers (`Retry-After`). */
-export type CircuitRefusal = Error & { statusCode: number; headers?: Record<string, string> };
-
-/**
- * A circuit breaker's refusal (`code: 'ERR_CIRCUIT_OPEN'`, as `@deadline/resilience`'s `CircuitOpenError`) in
- * `error` or its cause chain — global fetch wraps it in `TypeError: fetch failed` — so the server edge can
- * answer it with its 503 and `Retry-After` rather than a 500. @internal
- */
-export function findCircuitRefusal(error: unknown): CircuitRefusal | undefined {
-  let e = error;
-  for (let depth = 0; depth < 5 && typeof e === 'object' && e !== null; depth++) {
-    const candidate = e as Partial<CircuitRefusal> & { code?: unknown; cause?: unknown };
-    if (candidate.code === 'ERR_CIRCUIT_OPEN' && typeof candidate.statusCode === 'number') {
-      return candidate as CircuitRefusal;
-    }
-    e = candidate.cause;
-  }
-  return undefined;
 }

@@ -25,6 +25,12 @@ export {
   throwIfExpired,
   withoutCancel,
 } from './context.js';
+export {
+  type ContextKey,
+  type ContextKeyOptions,
+  type ContextValue,
+  createContextKey,
+} from './context-key.js';
 export { Deadline } from './deadline.js';
 export {
   type CallEndMessage,
@@ -50,7 +56,6 @@ export {
   isDeadlineError,
 } from './errors.js';
 export { findDeadlineError, isCancelledError, isDeadlineExceededError } from './guards.js';
-export { IdempotencyKeys } from './idempotency-keys.js';
 export { type PrepareCallOptions, type PreparedCall, prepareCall } from './prepare-call.js';
 export type { DeadlineContext, EndOptions, OwnedContext, StopListener, StopReason } from './scope.js';
 export { type TimeoutOptions, timeoutFor } from './timeout-for.js';

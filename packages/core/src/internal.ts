@@ -11,18 +11,18 @@ export { CheckoutQueue } from './checkout-queue.js';
 export { MAX_TIMER_DELAY_MS, monotonicNow, timerDelay } from './clock.js';
 export { describeValue } from './describe-value.js';
 export {
-  type BreakerStateMessage,
   hasCallSubscribers,
   hasPropagateSubscribers,
-  publishBreakerState,
   publishCallEnd,
   publishCallStart,
   publishCancelled,
   publishExceeded,
   publishPropagate,
 } from './diagnostics.js';
+export { type ErrorRecognizer, recognizeErrors } from './error-recognizers.js';
+export { defineErrorClass } from './errors.js';
 export { waitingForExpiry } from './expiry-queue.js';
-export { type CircuitRefusal, findCircuitRefusal, markCausedBy } from './guards.js';
+export { findErrorWithCode, findInCauses, markCausedBy } from './guards.js';
 export { IncomingCall, type IncomingCallInit } from './incoming-call.js';
 export {
   type CallLineLogger,

@@ -14,12 +14,12 @@
  */
 
 import { monotonicNow } from './clock.js';
+import type { ContextValues } from './context-key.js';
 import type { Deadline } from './deadline.js';
 import type { CallOutlivedMessage } from './diagnostics.js';
 import { publishCancelled, publishEnd, publishExceeded, publishStart } from './diagnostics.js';
 import { CancelledError, DeadlineExceededError, withoutStack } from './errors.js';
 import { stopWaiting, waitForExpiry } from './expiry-queue.js';
-import type { IdempotencyKeys } from './idempotency-keys.js';
 import { storage } from './storage.js';
 import { NEW_TRACE, type TraceContext, traceFrom } from './trace.js';
 
@@ -69,11 +69,6 @@ export interface DeadlineContext {
   readonly bindings: Readonly<Record<string, unknown>>;
   /** True inside `withoutCancel()` (and contexts derived there): metadata kept, the request's deadline dropped. */
   readonly detached: boolean;
-  /**
-   * Where outgoing calls that change something get their `Idempotency-Key`: set inside an idempotent request
-   * (`@deadline/idempotency`) and in each attempt of `retry({ idempotencyKey })`; `undefined` elsewhere.
-   */
-  readonly idempotencyKeys: IdempotencyKeys | undefined;
   /**
    * Aborts with a typed reason ({@link DeadlineExceededError} or {@link CancelledError}) when the deadline
    * passes, the context is cancelled, or it ends. Created on first access. `undefined` when nothing can ever
@@ -166,7 +161,7 @@ export interface ScopeMetadata {
   hop: string | undefined;
   baggage: Readonly<Record<string, string>> | undefined;
   bindings: Readonly<Record<string, unknown>> | undefined;
-  idempotencyKeys?: IdempotencyKeys | undefined;
+  values?: ContextValues | undefined;
 }
 
 /** A due scope expires inside its own context: its listeners (a server's 504 among them) see their request. */
@@ -209,7 +204,8 @@ export class Scope implements OwnedContext {
   readonly baggage: Readonly<Record<string, string>>;
   readonly bindings: Readonly<Record<string, unknown>>;
   readonly detached: boolean;
-  readonly idempotencyKeys: IdempotencyKeys | undefined;
+  /** @internal What keys of other packages carry (context-key.ts); read through `key.get()`. */
+  readonly _values: ContextValues | undefined;
   /** The context whose cancellation this one inherits (undefined for roots and detached scopes). */
   readonly parent: Scope | undefined;
 
@@ -258,7 +254,7 @@ export class Scope implements OwnedContext {
     this.baggage = meta.baggage ?? NO_BAGGAGE;
     this.bindings = meta.bindings ?? NO_BINDINGS;
     this.detached = detached;
-    this.idempotencyKeys = meta.idempotencyKeys;
+    this._values = meta.values;
     this._cancellable = cancellable;
   }
 

@@ -3,8 +3,8 @@
  * itself gives: 504 with the JSON body and `X-Deadline-Exceeded-By`, or 499 for a cancellation.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { DeadlineExceededError, findDeadlineError } from '@deadline/core';
-import { findCircuitRefusal, monotonicNow } from '@deadline/core/internal';
+import { DeadlineExceededError, ErrorCode, findDeadlineError } from '@deadline/core';
+import { findErrorWithCode, monotonicNow } from '@deadline/core/internal';
 import { deadlineAnswer, RequestState, writeAnswer } from '@deadline/server/internal';
 import { stateOf } from './prototypes.js';
 
@@ -36,7 +36,7 @@ export function deadlineErrors() {
     if (typed === undefined || res.headersSent) {
       // A breaker's refusal wrapped by global fetch (`TypeError: fetch failed`): passed on bare, so Express's
       // handler answers its 503 and Retry-After rather than a 500.
-      next(res.headersSent ? error : (findCircuitRefusal(error) ?? error));
+      next(res.headersSent ? error : (findErrorWithCode(error, ErrorCode.CircuitOpen) ?? error));
       return;
     }
     known?.recordError(typed);

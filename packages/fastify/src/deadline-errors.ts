@@ -12,8 +12,8 @@
  * handlers unchanged. The app's `onError` hooks, which run before any error handler, still see them all. A route
  * with its own `errorHandler` gets every error, as before.
  */
-import { DeadlineExceededError, findDeadlineError, isDeadlineError } from '@deadline/core';
-import { findCircuitRefusal, monotonicNow } from '@deadline/core/internal';
+import { ErrorCode, findDeadlineError, isDeadlineError } from '@deadline/core';
+import { findErrorWithCode, monotonicNow } from '@deadline/core/internal';
 import { deadlineAnswer, type RequestState } from '@deadline/server/internal';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
@@ -52,12 +52,12 @@ export async function answerDeadlineErrors(error: unknown, request: FastifyReque
  */
 export function lendStatus(error: Error & { statusCode?: unknown; status?: unknown }): void {
   if (error.statusCode !== undefined || error.status !== undefined || isDeadlineError(error)) return;
-  const typed = findDeadlineError(error) ?? findCircuitRefusal(error);
+  const typed = findDeadlineError(error) ?? findErrorWithCode(error, ErrorCode.CircuitOpen);
   if (typed === undefined) return;
   try {
     Object.defineProperty(error, 'statusCode', { value: typed.statusCode, configurable: true, writable: true });
     // A deadline error names the hop whose deadline fired; a breaker's refusal says when to come back.
-    const headers = typed instanceof DeadlineExceededError || !isDeadlineError(typed) ? typed.headers : undefined;
+    const headers = typed.headers;
     if (headers !== undefined) {
       Object.defineProperty(error, 'headers', { value: headers, configurable: true, writable: true });
     }

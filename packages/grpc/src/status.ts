@@ -4,8 +4,8 @@
  * hop names it in a 504's header; a client turns that status back into a `DeadlineExceededError` whose `whose` is
  * `downstream:<hop>`.
  */
-import { CancelledError, DeadlineExceededError, findDeadlineError, type StopReason } from '@deadline/core';
-import { findCircuitRefusal } from '@deadline/core/internal';
+import { CancelledError, DeadlineExceededError, ErrorCode, findDeadlineError, type StopReason } from '@deadline/core';
+import { findErrorWithCode } from '@deadline/core/internal';
 import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
 import { Metadata, status as Status, type StatusObject } from '@grpc/grpc-js';
 
@@ -49,7 +49,7 @@ export function toGrpcStatus(error: unknown, hop?: string): StatusObject | undef
   if (typed instanceof CancelledError) {
     return { code: Status.CANCELLED, details: typed.message, metadata: new Metadata() };
   }
-  const refusal = findCircuitRefusal(error);
+  const refusal = findErrorWithCode(error, ErrorCode.CircuitOpen);
   if (refusal !== undefined) return { code: Status.UNAVAILABLE, details: refusal.message, metadata: new Metadata() };
   return undefined;
 }

@@ -2,8 +2,8 @@
  * The opt-in path: a `fetch` that goes through a `DeadlineDispatcher` whatever the global dispatcher is, and
  * rejects with the deadline error itself rather than `TypeError: fetch failed` wrapped around it.
  */
-import { isDeadlineError } from '@deadline/core';
-import { findCircuitRefusal } from '@deadline/core/internal';
+import { ErrorCode, isDeadlineError } from '@deadline/core';
+import { findErrorWithCode } from '@deadline/core/internal';
 import { DeadlineDispatcher, type DispatcherOptions } from './dispatcher.js';
 
 /**
@@ -38,7 +38,7 @@ export function unwrapFetchError(error: unknown): unknown {
   if (!(error instanceof TypeError)) return error;
   const cause = (error as { cause?: unknown }).cause;
   if (isDeadlineError(cause)) return cause;
-  return findCircuitRefusal(cause) ?? error;
+  return findErrorWithCode(cause, ErrorCode.CircuitOpen) ?? error;
 }
 
 let defaultFetch: typeof globalThis.fetch | undefined;

@@ -1,9 +1,9 @@
 /**
  * The `Idempotency-Key` of an outgoing call that changes something, inside work that has keys (an idempotent
- * request, a keyed `retry()`): core's `IdempotencyKeys` gives one per call, in order, so that an attempt that
+ * request, a keyed `retry()`): `IdempotencyKeys` (`@deadline/idempotency`) gives one per call, in order, so that an attempt that
  * takes the work over sends the same keys as the attempt before it. A key the caller set is left as it is.
  */
-import { storage } from '@deadline/core/internal';
+import { IDEMPOTENCY_KEYS } from '@deadline/idempotency/keys';
 
 /** The header, lower-case as undici and node:http send it. */
 export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
@@ -20,7 +20,7 @@ export function outgoingKey<H>(
   headers: H,
   callerHasKey: (headers: H) => boolean,
 ): string | undefined {
-  const keys = storage.getStore()?.idempotencyKeys;
+  const keys = IDEMPOTENCY_KEYS.get();
   if (keys === undefined || method === undefined) return undefined;
   const upper = method.length === 4 || method.length === 5 ? method.toUpperCase() : '';
   if (upper !== 'POST' && upper !== 'PATCH') return undefined;

@@ -7,15 +7,10 @@
  * (a charge that answered as the budget ran out): they run outside the request's context, under a budget of their
  * own (`storeTimeoutMs`), so that a deadline-bounded client does not refuse the one write that matters most.
  */
-import {
-  createContext,
-  type DeadlineContext,
-  IdempotencyKeys,
-  type OwnedContext,
-  runWithDeadline,
-} from '@deadline/core';
+import { createContext, type DeadlineContext, type OwnedContext, runWithDeadline } from '@deadline/core';
 import { outsideContext, type Scope, storage } from '@deadline/core/internal';
 import { IdempotencyKeyLostError } from './errors.js';
+import { IDEMPOTENCY_KEYS, IdempotencyKeys } from './keys.js';
 import type { ResolvedOptions } from './options.js';
 import type { IdempotencyStore, StoredResponse } from './store.js';
 import { wake } from './waiters.js';
@@ -74,14 +69,14 @@ export class IdempotentRequest {
     this.#options = options;
     this.#store = options.store;
     this.#steps = new Map(Object.entries(steps));
-    this.context = createContext({ idempotencyKeys: IdempotencyKeys.fromSecret(secret) });
+    this.context = createContext({ values: [IDEMPOTENCY_KEYS.with(IdempotencyKeys.fromSecret(secret))] });
     requests.set(this.context, this);
   }
 
   /** Runs `fn` as the step `name`, or returns what it returned before (this attempt's or an earlier one's). */
   async step<T>(name: string, fn: () => T | Promise<T>, context: DeadlineContext | undefined): Promise<T> {
     // Every step takes a position in the keys, run or skipped: the calls after it get the same keys either way.
-    const keys = context?.idempotencyKeys?.branch();
+    const keys = context === undefined ? undefined : IDEMPOTENCY_KEYS.get(context)?.branch();
     const recorded = this.#steps.get(name);
     if (recorded !== undefined) return (JSON.parse(recorded) as { v: T }).v;
     const running = this.#running.get(name);
@@ -99,7 +94,7 @@ export class IdempotentRequest {
   }
 
   async #runStep<T>(name: string, fn: () => T | Promise<T>, keys: IdempotencyKeys | undefined): Promise<T> {
-    const inner = keys === undefined ? undefined : createContext({ idempotencyKeys: keys });
+    const inner = keys === undefined ? undefined : createContext({ values: [IDEMPOTENCY_KEYS.with(keys)] });
     let value: T;
     try {
       value = await (inner === undefined ? fn() : inner.run(fn));

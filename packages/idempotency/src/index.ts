@@ -9,11 +9,12 @@
  */
 
 export { REPLAYED_HEADER } from './admission.js';
-export { IdempotencyKeyLostError } from './errors.js';
+export { IdempotencyKeyLostError, isIdempotencyKeyLostError } from './errors.js';
 export { type ExpressIdempotencyOptions, idempotency } from './express.js';
 export { type FastifyIdempotencyOptions, fastifyIdempotency } from './fastify.js';
 export { canonicalBody, fingerprintOf } from './fingerprint.js';
 export { IDEMPOTENCY_KEY_HEADER, type KeyHeader, MAX_KEY_LENGTH, parseIdempotencyKey } from './key-header.js';
+export { IDEMPOTENCY_KEYS, IdempotencyKeys } from './keys.js';
 export type { IdempotencyOptions } from './options.js';
 export { type PgIdempotencyStore, type PgQueryable, type PgStoreOptions, pgStore } from './pg-store.js';
 export { type Answer, IdempotencyProblem } from './problems.js';

@@ -13,7 +13,7 @@
  * downstream ones.
  */
 import { createHmac } from 'node:crypto';
-import { InvalidArgumentError } from './errors.js';
+import { createContextKey, InvalidArgumentError } from '@deadline/core';
 
 /** The longest key a caller may give (the IETF draft's recommendation, and what servers here accept). */
 const MAX_KEY_LENGTH = 255;
@@ -27,10 +27,11 @@ const PRINTABLE = /^[\x20-\x7e]+$/;
  *
  * @example
  * ```ts
- * import { IdempotencyKeys, runWithContext } from '@deadline/core';
+ * import { runWithContext } from '@deadline/core';
+ * import { IDEMPOTENCY_KEYS, IdempotencyKeys } from '@deadline/idempotency/keys';
  *
  * // Every POST made inside carries a key derived from 'order-42'; the first one carries 'order-42' itself.
- * await runWithContext({ idempotencyKeys: IdempotencyKeys.fromKey('order-42') }, () =>
+ * await runWithContext({ values: [IDEMPOTENCY_KEYS.with(IdempotencyKeys.fromKey('order-42'))] }, () =>
  *   fetch('http://payments/charges', { method: 'POST', body }),
  * );
  * ```
@@ -85,7 +86,7 @@ export class IdempotencyKeys {
    *
    * @example
    * ```ts
-   * headers['idempotency-key'] ??= currentContext()?.idempotencyKeys?.next();
+   * headers['idempotency-key'] ??= IDEMPOTENCY_KEYS.get()?.next();
    * ```
    */
   next(): string {
@@ -113,10 +114,27 @@ export class IdempotencyKeys {
    *
    * @example
    * ```ts
-   * for (let attempt = 1; attempt <= 3; attempt++) await runWithContext({ idempotencyKeys: branch.restart() }, fn);
+   * for (let attempt = 1; attempt <= 3; attempt++) {
+   *   await runWithContext({ values: [IDEMPOTENCY_KEYS.with(branch.restart())] }, fn);
+   * }
    * ```
    */
   restart(): IdempotencyKeys {
     return new IdempotencyKeys(this.#secret, this.#path, this.#first);
   }
 }
+
+/**
+ * The context key under which a unit of work carries its {@link IdempotencyKeys}: set by an idempotent request
+ * (`idempotency()`) and by each attempt of `retry({ idempotencyKey })`; read by the http adapter for each POST and
+ * PATCH and by `enqueue()` for each job. Work detached with `withoutCancel()` gets a branch of its own, so that
+ * its calls get the same keys however they interleave with the request's.
+ *
+ * @example
+ * ```ts
+ * const requestKey = IDEMPOTENCY_KEYS.get()?.next(); // inside an idempotent request: this step's key
+ * ```
+ */
+export const IDEMPOTENCY_KEYS = createContextKey<IdempotencyKeys>('@deadline/idempotency/keys', {
+  detached: (keys) => keys.branch(),
+});

@@ -1,7 +1,9 @@
 /**
  * The answers the middleware gives itself, as RFC 9457 problem documents (`application/problem+json`), the form
- * the IETF draft asks for. Each `type` is a URN of this package: stable, for clients to match on.
+ * the IETF draft asks for. Each `type` is a URN of this package: stable, for clients to match on; the two a client
+ * must expect when it retries (409 in use, 422 reused) carry the family's `code` too (`ErrorCode` of `@deadline/core`).
  */
+import { ErrorCode } from '@deadline/core';
 
 /**
  * An answer: status, headers and body.
@@ -72,7 +74,7 @@ export const conflict = (lockLeftMs: number): Answer =>
     IdempotencyProblem.InUse,
     'A request with this Idempotency-Key is in progress',
     'Retry after the time given: the first request will have finished or given up its key.',
-    {},
+    { code: ErrorCode.IdempotencyConflict },
     { 'retry-after': String(Math.max(1, Math.ceil(lockLeftMs / 1_000))) },
   );
 
@@ -83,6 +85,7 @@ export const reused = (): Answer =>
     IdempotencyProblem.Reused,
     'Idempotency-Key reused with a different payload',
     'This key was first used with another request body; a retry must send the same one. Use a new key for a new request.',
+    { code: ErrorCode.IdempotencyMismatch },
   );
 
 /** @internal 503: the store could not be reached (fail closed). */

@@ -17,7 +17,7 @@ import { currentRequest } from './idempotent-request.js';
  * made after a skipped step carry the same `Idempotency-Key`s as on the attempt that ran it. No step starts after
  * the request's deadline (it throws the deadline error): the key may pass to a retry then, once the steps still
  * running have settled (a step that finishes after the deadline is recorded first). A write to your own
- * database should carry the step's key (`currentContext().idempotencyKeys.next()`) under a unique constraint:
+ * database should carry the step's key (`IDEMPOTENCY_KEYS.get().next()`) under a unique constraint:
  * a statement whose cancel races its commit is reported stopped, yet committed.
  *
  * @example

@@ -2,15 +2,10 @@
  * The keys of outgoing calls: the same work in the same order gets the same keys, whatever the process or the
  * attempt; another secret, position or branch gets others.
  */
+
+import { createContext, InvalidArgumentError, runWithContext, withoutCancel } from '@deadline/core';
 import { describe, expect, it } from 'vitest';
-import {
-  createContext,
-  currentContext,
-  IdempotencyKeys,
-  InvalidArgumentError,
-  runWithContext,
-  withoutCancel,
-} from '../src/index.js';
+import { IDEMPOTENCY_KEYS, IdempotencyKeys } from '../src/keys.ts';
 
 const take = (keys: IdempotencyKeys, n: number) => Array.from({ length: n }, () => keys.next());
 
@@ -51,19 +46,19 @@ describe('IdempotencyKeys', () => {
     expect(() => IdempotencyKeys.fromKey('')).toThrow(InvalidArgumentError);
     expect(() => IdempotencyKeys.fromKey('a\nb')).toThrow(InvalidArgumentError);
     expect(() => IdempotencyKeys.fromKey('k'.repeat(256))).toThrow(InvalidArgumentError);
-    expect(() => createContext({ idempotencyKeys: 'key' as never })).toThrow(InvalidArgumentError);
+    expect(() => createContext({ values: ['key' as never] })).toThrow(InvalidArgumentError);
   });
 
   it('contexts inherit the keys; detached work gets a branch of its own; without keys there are none', () => {
     const keys = IdempotencyKeys.fromSecret('ctx');
-    expect(currentContext()?.idempotencyKeys).toBeUndefined();
-    runWithContext({ idempotencyKeys: keys }, () => {
-      expect(currentContext()?.idempotencyKeys).toBe(keys);
-      runWithContext({ deadline: 100 }, () => expect(currentContext()?.idempotencyKeys).toBe(keys));
-      const detached = withoutCancel(() => currentContext()?.idempotencyKeys);
+    expect(IDEMPOTENCY_KEYS.get()).toBeUndefined();
+    runWithContext({ values: [IDEMPOTENCY_KEYS.with(keys)] }, () => {
+      expect(IDEMPOTENCY_KEYS.get()).toBe(keys);
+      runWithContext({ deadline: 100 }, () => expect(IDEMPOTENCY_KEYS.get()).toBe(keys));
+      const detached = withoutCancel(() => IDEMPOTENCY_KEYS.get());
       expect(detached).toBeInstanceOf(IdempotencyKeys);
       expect(detached).not.toBe(keys);
     });
-    withoutCancel(() => expect(currentContext()?.idempotencyKeys).toBeUndefined());
+    withoutCancel(() => expect(IDEMPOTENCY_KEYS.get()).toBeUndefined());
   });
 });

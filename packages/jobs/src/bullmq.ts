@@ -23,6 +23,7 @@ import {
   OutgoingCall,
   storage,
 } from '@deadline/core/internal';
+import { IDEMPOTENCY_KEYS } from '@deadline/idempotency/keys';
 import { type CarriedContext, carrierFromContext, hopOrUndefined, JOB_CONTEXT_KEY, readCarrier } from './carrier.js';
 import { endWorkSpan, markStop, runInSpan, SpanKind, startWorkSpan, type WorkSpan } from './work-span.js';
 
@@ -112,7 +113,7 @@ export async function enqueue<O extends object, J>(
   const payload = { ...data, [JOB_CONTEXT_KEY]: carrierFromContext(budgetMs) };
   // Inside an idempotent request, a job without its own id gets the request's next derived key: an attempt that
   // takes the request over adds the same job id, which BullMQ does not add twice.
-  const jobId = (opts as { jobId?: unknown }).jobId ?? storage.getStore()?.idempotencyKeys?.next();
+  const jobId = (opts as { jobId?: unknown }).jobId ?? IDEMPOTENCY_KEYS.get()?.next();
   const jobOpts = jobId === undefined ? opts : { ...opts, jobId };
   const add = () => queue.add(name as never, payload as never, jobOpts as O);
   // Outside any context: BullMQ as it is (no call events, as the other adapters).

@@ -5,6 +5,9 @@
  * @packageDocumentation
  */
 
+// Loading the package teaches the core's guards this driver's errors.
+import './recognize-errors.js';
+
 export { instrumentMysql, type Mysql2Module } from './instrument.js';
 export type { MariadbModule } from './mariadb/connector.js';
 export { instrumentMariadb } from './mariadb/instrument.js';

@@ -16,8 +16,7 @@ export function typedError(error: unknown, call: OutgoingCall, stopped: StopReas
   }
   // The server's belt fired before our own stop (a late timer on a busy machine): the same deadline. Another
   // 57014 — an operator's pg_cancel_backend() — is not a deadline and stays the driver's error.
-  const driver = error as { code?: string; message?: string } | null;
-  if (driver?.code === QUERY_CANCELED && driver.message?.includes('statement timeout') === true) {
+  if (isStatementTimeout(error)) {
     return new DeadlineExceededError({
       budgetMs: call.timeoutMs,
       elapsedMs: call.elapsedMs(),
@@ -28,4 +27,19 @@ export function typedError(error: unknown, call: OutgoingCall, stopped: StopReas
     });
   }
   return error;
+}
+
+/**
+ * Whether the server stopped the statement at its `statement_timeout` (SQLSTATE 57014, "canceling statement due to
+ * statement timeout"): a deadline, whoever set the limit. Another 57014 — a CancelRequest, an operator's
+ * pg_cancel_backend() ("due to user request") — is not.
+ * @internal
+ */
+export function isStatementTimeout(error: unknown): boolean {
+  const driver = error as { code?: unknown; message?: unknown } | null | undefined;
+  return (
+    driver?.code === QUERY_CANCELED &&
+    typeof driver.message === 'string' &&
+    driver.message.includes('statement timeout')
+  );
 }

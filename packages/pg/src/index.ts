@@ -4,6 +4,9 @@
  * @packageDocumentation
  */
 
+// Loading the package teaches the core's guards this driver's errors.
+import './recognize-errors.js';
+
 export type { PgClient } from './client-as-pool.js';
 export { instrumentPg, type PgInstrumentOptions, type PgModule } from './instrument.js';
 export type { PgDeadlineOptions } from './options.js';

@@ -15,7 +15,6 @@
  */
 import { EventEmitter } from 'node:events';
 import { createContext, currentContext, DeadlineExceededError, InvalidArgumentError } from '@deadline/core';
-import { type BreakerStateMessage, publishBreakerState } from '@deadline/core/internal';
 import { type CircuitBreakerOptions, type ResolvedBreakerOptions, resolveBreakerOptions } from './breaker-options.js';
 import {
   type BreakerPermit,
@@ -26,6 +25,7 @@ import {
   type PermitSink,
   SUCCESS,
 } from './breaker-permit.js';
+import { type BreakerStateEvent, publishBreakerState } from './breaker-state.js';
 import { SlidingWindow } from './breaker-window.js';
 import { CircuitOpenError } from './circuit-open-error.js';
 
@@ -38,17 +38,17 @@ import { CircuitOpenError } from './circuit-open-error.js';
  * gauge.set({ target: breaker.target }, state === 'closed' ? 0 : state === 'half-open' ? 1 : 2);
  * ```
  */
-export type CircuitState = BreakerStateMessage['to'];
+export type CircuitState = BreakerStateEvent['to'];
 
 /**
- * Why a circuit changed state (see `BreakerStateMessage.reason` in `@deadline/core`).
+ * Why a circuit changed state (see {@link BreakerStateEvent}).
  *
  * @example
  * ```ts
  * breaker.on('state', ({ reason }: { reason: BreakerTransitionReason }) => metrics.increment(`breaker.${reason}`));
  * ```
  */
-export type BreakerTransitionReason = BreakerStateMessage['reason'];
+export type BreakerTransitionReason = BreakerStateEvent['reason'];
 
 /**
  * A breaker's counters: its state, the sliding window's calls, failures and slow calls, the cooldown, the
@@ -60,20 +60,7 @@ export type BreakerTransitionReason = BreakerStateMessage['reason'];
  * log.info({ target: breaker.target, state, failureRate, retryAfterMs }, 'breaker');
  * ```
  */
-export type CircuitBreakerStats = BreakerStateMessage['stats'];
-
-/**
- * The `'state'` event of a {@link CircuitBreaker}, and the message published on
- * `DiagnosticsChannel.BreakerState` (`deadline:breaker:state`): the same frozen object.
- *
- * @example
- * ```ts
- * breaker.on('state', (event: BreakerStateEvent) => {
- *   if (event.to === 'open') alert(`${event.target} open for ${event.cooldownMs} ms (${event.reason})`);
- * });
- * ```
- */
-export type BreakerStateEvent = BreakerStateMessage;
+export type CircuitBreakerStats = BreakerStateEvent['stats'];
 
 /** A probe whose own deadline fired: a failure whatever the error says (internal to this file). */
 const TIMED_OUT = 3;

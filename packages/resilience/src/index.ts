@@ -5,7 +5,6 @@
  */
 
 export {
-  type BreakerStateEvent,
   type BreakerTransitionReason,
   CircuitBreaker,
   type CircuitBreakerStats,
@@ -13,8 +12,9 @@ export {
 } from './breaker.js';
 export type { BreakerLogger, CircuitBreakerOptions } from './breaker-options.js';
 export type { BreakerPermit } from './breaker-permit.js';
+export { BREAKER_STATE_CHANNEL, type BreakerStateEvent } from './breaker-state.js';
 export { type Breakers, type BreakersOptions, createBreakers } from './breakers.js';
-export { CircuitOpenError } from './circuit-open-error.js';
+export { CircuitOpenError, isCircuitOpenError } from './circuit-open-error.js';
 export { classifyError, neverSent, statusOf, type Verdict } from './classify.js';
 export { type RetryEvent, type RetryOptions, retry } from './retry.js';
 export { parseRetryAfter } from './retry-after.js';

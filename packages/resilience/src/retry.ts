@@ -9,11 +9,11 @@ import {
   currentContext,
   type DeadlineContext,
   DeadlineExceededError,
-  IdempotencyKeys,
   InvalidArgumentError,
   isDeadlineExceededError,
 } from '@deadline/core';
 import { checkFunction, checkName, checkNumber, checkObject } from '@deadline/core/internal';
+import { IDEMPOTENCY_KEYS, IdempotencyKeys } from '@deadline/idempotency/keys';
 import { fullJitter } from './backoff.js';
 import { isRetryableError, neverSent, statusOf } from './classify.js';
 import { retryAfterOf } from './retry-after.js';
@@ -72,7 +72,7 @@ export interface RetryOptions {
   idempotent?: boolean | undefined;
   /**
    * Makes a non-idempotent call safe to resend with an `Idempotency-Key` the downstream deduplicates on. Every
-   * attempt runs from the same position of the keys (core's `IdempotencyKeys`), so the http adapter gives each
+   * attempt runs from the same position of the keys (`IdempotencyKeys` of `@deadline/idempotency`), so the http adapter gives each
    * attempt's POST and PATCH calls the same keys, and a failed attempt is retried as if `idempotent` were true.
    * A string: the key of the first such call (later ones are derived from it), for work outside an idempotent
    * request. `true`: the keys of the idempotent request this runs in (`@deadline/idempotency`); outside one,
@@ -124,7 +124,7 @@ export async function retry<T>(
   const o = resolve(options);
   const parent = currentContext();
   // One position in the keys for all the attempts: each restarts from it, and so sends the same keys.
-  const keys = o.explicitKeys ?? parent?.idempotencyKeys?.branch();
+  const keys = o.explicitKeys ?? (parent === undefined ? undefined : IDEMPOTENCY_KEYS.get(parent)?.branch());
   const resendable = o.idempotent || (o.keyed && keys !== undefined);
   o.retryBudget?.recordRequest();
   let lastError: unknown;
@@ -233,7 +233,10 @@ function runAttempt<T>(
   idempotencyKeys: IdempotencyKeys | undefined,
 ): Promise<T> {
   const cap = Math.min(left, o.perAttemptTimeoutMs ?? Number.POSITIVE_INFINITY);
-  const ctx = createContext({ deadline: Number.isFinite(cap) ? cap : undefined, idempotencyKeys });
+  const ctx = createContext({
+    deadline: Number.isFinite(cap) ? cap : undefined,
+    values: idempotencyKeys === undefined ? undefined : [IDEMPOTENCY_KEYS.with(idempotencyKeys)],
+  });
   return new Promise<T>((resolve, reject) => {
     let off = () => {};
     const fail = (error: unknown) => {

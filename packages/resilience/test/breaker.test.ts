@@ -4,14 +4,13 @@ import {
   CancelledError,
   currentSignal,
   DeadlineExceededError,
-  DiagnosticsChannel,
   InvalidArgumentError,
   remainingMs,
   runWithDeadline,
 } from '@deadline/core';
-import type { BreakerStateMessage } from '@deadline/core/internal';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
+  BREAKER_STATE_CHANNEL,
   type BreakerStateEvent,
   CircuitBreaker,
   type CircuitBreakerOptions,
@@ -805,7 +804,7 @@ describe('CircuitBreaker: execute() and acquire()', () => {
 describe('CircuitBreaker: events, diagnostics, logs', () => {
   it('one event, one diagnostics message and one log line per transition, the same object', () => {
     const clock = fakeClock();
-    const published = record<BreakerStateMessage>(DiagnosticsChannel.BreakerState);
+    const published = record<BreakerStateEvent>(BREAKER_STATE_CHANNEL);
     const lines: { level: 'info' | 'warn'; fields: Record<string, unknown>; msg: string }[] = [];
     const logger = {
       info: (fields: Record<string, unknown>, msg: string) => lines.push({ level: 'info', fields, msg }),
@@ -873,7 +872,7 @@ describe('CircuitBreaker: events, diagnostics, logs', () => {
   });
 
   it('publishes nothing and builds no event while closed', () => {
-    const published = record<BreakerStateMessage>(DiagnosticsChannel.BreakerState);
+    const published = record<BreakerStateEvent>(BREAKER_STATE_CHANNEL);
     const { breaker } = breakerWith(fakeClock());
     succeed(breaker, 100);
     fail(breaker, 4);

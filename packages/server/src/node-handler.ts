@@ -2,8 +2,8 @@
  * For services without a framework: wrap a plain `node:http` request handler.
  */
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { findDeadlineError } from '@deadline/core';
-import { checkObject, findCircuitRefusal, monotonicNow } from '@deadline/core/internal';
+import { ErrorCode, findDeadlineError } from '@deadline/core';
+import { checkObject, findErrorWithCode, monotonicNow } from '@deadline/core/internal';
 import { createParser, isLongLived, isTrusted, resolveBudget } from './budget.js';
 import { emitInContext, needsRequestContext, needsResponseContext } from './events-in-context.js';
 import { type DeadlineServerOptions, type LineLogger, type ResolvedOptions, resolveOptions } from './options.js';
@@ -97,7 +97,7 @@ function fail(state: RequestState, req: IncomingMessage, res: ServerResponse, er
     if (writeAnswer(res, answer, typed)) state.answeredWith = answer.statusCode;
     return;
   }
-  const refusal = findCircuitRefusal(error);
+  const refusal = findErrorWithCode(error, ErrorCode.CircuitOpen);
   if (refusal !== undefined && !res.headersSent) {
     // A circuit breaker refused the call: 503 with its Retry-After, not a 500.
     res.writeHead(refusal.statusCode, { 'content-type': 'text/plain; charset=utf-8', ...refusal.headers });
