@@ -14,13 +14,19 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
-import { startDownstream } from './fetch-overhead.js';
-import type { FetchVariant } from './fetch-variants.js';
-import { type Count, type CountOptions, canCountInstructions, countInstructions, type Target } from './instructions.js';
-import { findNewerNodes, type NodeBinary } from './node-versions.js';
-import type { RpcClientVariant } from './rpc-client-process.js';
-import { startEchoServerProcess } from './rpc-overhead.js';
-import type { Variant } from './servers.js';
+import { startDownstream } from './fetch/fetch-overhead.js';
+import type { FetchVariant } from './fetch/fetch-variants.js';
+import {
+  type Count,
+  type CountOptions,
+  canCountInstructions,
+  countInstructions,
+  type Target,
+} from './instructions/instructions.js';
+import { findNewerNodes, type NodeBinary } from './node-versions/node-versions.js';
+import type { Variant } from './overhead/servers.js';
+import type { RpcClientVariant } from './rpc/rpc-client-process.js';
+import { startEchoServerProcess } from './rpc/rpc-overhead.js';
 
 /** What a row is to its framework's bare row. */
 type Role = 'bare' | 'floor' | 'peer' | 'minimum' | 'library';

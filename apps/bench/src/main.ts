@@ -16,17 +16,17 @@
 import { spawnSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
-import { measureCancelLatency } from './cancel-latency.js';
-import { renderOverloadChart } from './chart.js';
-import { measureFetchOverhead } from './fetch-overhead.js';
-import { measureIdempotencyLatency } from './idempotency-latency.js';
-import { measureMemory } from './memory.js';
-import { findNewerNodes, measureOverheadOn } from './node-versions.js';
-import { canPin, measureOverhead, type OverheadRow } from './overhead.js';
-import { measureOverload, overloadRows } from './overload.js';
-import { measurePrecision } from './precision.js';
-import type { LatencyRow } from './precision-stats.js';
-import { measureRpcOverhead } from './rpc-overhead.js';
+import { measureCancelLatency } from './cancel-latency/cancel-latency.js';
+import { measureFetchOverhead } from './fetch/fetch-overhead.js';
+import { measureIdempotencyLatency } from './idempotency/idempotency-latency.js';
+import { measureMemory } from './memory/memory.js';
+import { findNewerNodes, measureOverheadOn } from './node-versions/node-versions.js';
+import { canPin, measureOverhead, type OverheadRow } from './overhead/overhead.js';
+import { renderOverloadChart } from './overload/chart.js';
+import { measureOverload, overloadRows } from './overload/overload.js';
+import { measurePrecision } from './precision/precision.js';
+import { measureRpcOverhead } from './rpc/rpc-overhead.js';
+import type { LatencyRow } from './shared/precision-stats.js';
 
 const quick = process.argv.includes('--quick');
 

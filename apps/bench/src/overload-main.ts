@@ -11,10 +11,10 @@
 
 import { spawnSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
-import { renderOverloadChart } from './chart.js';
-import { canPin } from './overhead.js';
-import { measureOverload, overloadRows } from './overload.js';
-import type { StockDatabase } from './overload-protocol.js';
+import { canPin } from './overhead/overhead.js';
+import { renderOverloadChart } from './overload/chart.js';
+import { measureOverload, overloadRows } from './overload/overload.js';
+import type { StockDatabase } from './overload/overload-protocol.js';
 
 const USAGE = 'usage: npm run bench:overload -- [--database postgres|mariadb] [--quick]';
 

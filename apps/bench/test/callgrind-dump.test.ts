@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { readDump } from '../src/callgrind-dump.ts';
+import { readDump } from '../src/instructions/callgrind-dump.ts';
 
 const HEADER = 'version: 1\ncreator: callgrind-3.22.0\npid: 1\ncmd: node\npart: 1\n\npositions: line\nevents: Ir\n';
 

@@ -8,7 +8,7 @@ import { EventEmitter } from 'node:events';
 import { PassThrough } from 'node:stream';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ChildOutput } from '../src/child-output.ts';
+import { ChildOutput } from '../src/instructions/child-output.ts';
 
 /** What Node 20 and Node 22 on print per collection. */
 const SCAVENGE_20 = '[9181:0x2f108000]     1651 ms: Scavenge 18.6 (29.6) -> 12.2 (29.6) MB, 0.18 / 0.00 ms  task;';

@@ -8,9 +8,9 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import Fastify from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { addCompleteDeadlineMinimum } from '../src/deadline-minimum-complete.ts';
-import { completeDeadlineMinimum } from '../src/express-minimum-complete.ts';
-import type { RequestScope } from '../src/minimum-deadlines.ts';
+import { addCompleteDeadlineMinimum } from '../src/minimum/deadline-minimum-complete.ts';
+import { completeDeadlineMinimum } from '../src/minimum/express-minimum-complete.ts';
+import type { RequestScope } from '../src/minimum/minimum-deadlines.ts';
 
 interface Answer {
   status: number;

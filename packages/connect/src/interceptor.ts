@@ -10,6 +10,7 @@ import {
   type IncomingCallOptions,
   type ResolvedIncomingOptions,
   resolveIncomingOptions,
+  untilStopped,
 } from '@deadline/core/internal';
 import { createBudgetParser } from '@deadline/core/wire';
 import { toConnectError } from './errors.js';
@@ -93,32 +94,6 @@ export function deadlineInterceptor(options?: ConnectServerDeadlineOptions): Int
     }
     return { ...response, message: bounded(response.message, incoming, resolved) };
   };
-}
-
-/**
- * The work's result, or the context's stop reason if it stops first (a handler that ignores its signal). Work whose
- * context already stopped is not started. The stop listener goes when the work settles: a stream reads through here
- * once per message.
- */
-function untilStopped<T>(incoming: IncomingCall<ConnectRequest>, work: () => Promise<T>): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    let stopped = false;
-    const off = incoming.onStop((reason) => {
-      stopped = true;
-      reject(reason);
-    });
-    if (stopped) return;
-    work().then(
-      (value) => {
-        off();
-        resolve(value);
-      },
-      (error: unknown) => {
-        off();
-        reject(error);
-      },
-    );
-  });
 }
 
 /** Ends the call with `error` and returns what to throw: its Connect error when it is one of ours. */

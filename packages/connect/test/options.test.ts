@@ -1,18 +1,11 @@
 /**
- * Options are checked once, naming the bad one; the interceptor's `trust` and `logger` options do what they say on
- * a real call: a caller the service does not trust may shorten its budget, never lengthen it.
+ * Options are checked once, naming the bad one. What the interceptor's `trust` and `logger` options do on a real
+ * call is the shared RPC suite's (test/support/rpc-client-conformance.ts, run by connect.test.ts in both protocols).
  */
-
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { InvalidArgumentError, runWithDeadline } from '@deadline/core';
-import { afterAll, describe, expect, it } from 'vitest';
+import { InvalidArgumentError } from '@deadline/core';
+import { describe, expect, it } from 'vitest';
 import { deadlineInterceptor, withDeadline } from '../src/index.ts';
-import { client, leftAfter, type Served, serve } from './support.ts';
-
-const servers: Served[] = [];
-afterAll(async () => {
-  for (const server of servers) await server.close();
-});
 
 describe('options', () => {
   it('are checked when the transport is wrapped or the interceptor made, naming the bad one', () => {
@@ -26,92 +19,5 @@ describe('options', () => {
     bad(() => deadlineInterceptor({ minMs: 20, defaultMs: 10 }), 'minMs');
     bad(() => deadlineInterceptor({ trust: 'yes' as never }), 'trust');
     bad(() => deadlineInterceptor({ cancelOnEnd: 1 as never }), 'cancelOnEnd');
-  });
-
-  it('trust: any caller may shorten the default, only a trusted one lengthen it (up to maxMs)', async () => {
-    const lines: Record<string, unknown>[] = [];
-    const record = (line: object) => lines.push(line as Record<string, unknown>);
-    const server = await serve({
-      defaultMs: 1_234,
-      maxMs: 5_000,
-      trust: (req) => req.header.get('x-internal') === '1',
-      logger: { info: record, warn: record },
-    });
-    servers.push(server);
-    const c = client(server.baseUrl, 'connect');
-    const inspect = (ms: number, headers: Record<string, string> = {}) =>
-      runWithDeadline(ms, () => c.inspect({}, { headers }));
-    // Untrusted, shorter than the default: honoured.
-    let started = performance.now();
-    const shorter = await inspect(800);
-    expect(shorter.budgetMs).toBeLessThanOrEqual(800);
-    expect(shorter.budgetMs).toBeGreaterThanOrEqual(leftAfter(800, started));
-    // Untrusted, longer: the default, and the line says what was asked.
-    started = performance.now();
-    expect((await inspect(3_000)).budgetMs).toBeCloseTo(1_234, 6);
-    const askedAtLeast = leftAfter(3_000, started);
-    // Trusted: as long as it asks, up to maxMs.
-    started = performance.now();
-    const trusted = await inspect(3_000, { 'x-internal': '1' });
-    expect(trusted.budgetMs).toBeLessThanOrEqual(3_000);
-    expect(trusted.budgetMs).toBeGreaterThanOrEqual(leftAfter(3_000, started));
-    expect((await inspect(60_000, { 'x-internal': '1' })).budgetMs).toBeCloseTo(5_000, 6);
-    await expect.poll(() => lines.length).toBe(4);
-    expect(lines[0]).toMatchObject({ budgetSource: 'header' });
-    expect(lines[0]?.requestedMs).toBeUndefined();
-    expect(lines[1]).toMatchObject({ budgetSource: 'default', budgetMs: 1_234 });
-    expect(lines[1]?.requestedMs).toBeGreaterThanOrEqual(askedAtLeast);
-    expect(lines[2]).toMatchObject({ budgetSource: 'header' });
-    expect(lines[3]).toMatchObject({ budgetSource: 'header', budgetMs: 5_000 });
-    expect(lines[3]?.requestedMs).toBeGreaterThan(55_000);
-  });
-
-  it('a throwing trust predicate counts as untrusted: it may shorten the default, not lengthen it', async () => {
-    const server = await serve({
-      defaultMs: 1_111,
-      trust: () => {
-        throw new Error('broken predicate');
-      },
-    });
-    servers.push(server);
-    const c = client(server.baseUrl, 'grpc');
-    expect((await runWithDeadline(3_000, () => c.inspect({}))).budgetMs).toBeCloseTo(1_111, 6);
-    const started = performance.now();
-    const shorter = await runWithDeadline(800, () => c.inspect({}));
-    expect(shorter.budgetMs).toBeLessThanOrEqual(800);
-    expect(shorter.budgetMs).toBeGreaterThanOrEqual(leftAfter(800, started));
-  });
-
-  it('logger: one line per call, with its method, budget, outcome and code', async () => {
-    const lines: { level: string; line: Record<string, unknown>; message: string }[] = [];
-    const logger = {
-      info: (line: object, message: string) =>
-        lines.push({ level: 'info', line: line as Record<string, unknown>, message }),
-      warn: (line: object, message: string) =>
-        lines.push({ level: 'warn', line: line as Record<string, unknown>, message }),
-    };
-    // Trusted, so that its 2 s are clamped to maxMs (an untrusted caller gets the default, 100 ms here as well).
-    const server = await serve({ serviceName: 'stock', maxMs: 100, trust: () => true, logger });
-    servers.push(server);
-    const c = client(server.baseUrl, 'grpc');
-    await runWithDeadline(2_000, () => c.inspect({}));
-    await runWithDeadline(2_000, () => c.inspect({ wait: true })).catch(() => {});
-    await expect.poll(() => lines.length).toBe(2);
-    expect(lines[0]).toMatchObject({
-      level: 'info',
-      message: 'connect call',
-      line: {
-        hop: 'stock',
-        method: '/deadline.test.Inventory/Inspect',
-        budgetMs: 100,
-        budgetSource: 'header',
-        outcome: 'ok',
-        code: 'ok',
-      },
-    });
-    expect(lines[1]).toMatchObject({
-      level: 'warn',
-      line: { outcome: 'deadline_exceeded', code: 'DeadlineExceeded', exceededBy: 'stock' },
-    });
   });
 });

@@ -12,6 +12,8 @@ import { createFileRegistry, type DescService, fromBinary } from '@bufbuild/prot
 import { FileDescriptorSetSchema } from '@bufbuild/protobuf/wkt';
 import {
   type Client,
+  Code,
+  ConnectError,
   type ConnectRouter,
   createClient,
   type HandlerContext,
@@ -21,11 +23,15 @@ import { connectNodeAdapter, createConnectTransport, createGrpcTransport } from 
 import { currentContext } from '@deadline/core';
 import protobuf from 'protobufjs';
 import descriptor from 'protobufjs/ext/descriptor/index.js';
+import { expect } from 'vitest';
+import { type RpcClientDriver, trustOf } from '../../../test/support/rpc-client-conformance.ts';
 import { detachedSeen, events, type Seen, seen } from '../../../test/support/rpc-seen.ts';
 import {
   type ConnectClientDeadlineOptions,
+  type ConnectRequest,
   type ConnectServerDeadlineOptions,
   deadlineInterceptor,
+  fromConnectError,
   withDeadline,
 } from '../src/index.ts';
 
@@ -155,4 +161,56 @@ export function client(baseUrl: string, protocol: Protocol, options: ConnectClie
  */
 export function leftAfter(budgetMs: number, started: number, marginMs = 0): number {
   return budgetMs - marginMs - (performance.now() - started) - 1;
+}
+
+/** The shared RPC suites' driver (test/support/rpc-client-conformance.ts): the test service through Connect. */
+export function connectDriver(protocol: Protocol): RpcClientDriver<ReturnType<typeof client>> {
+  return {
+    name: `@deadline/connect over the ${protocol} protocol`,
+    serve: async (options) => {
+      const served = await serve(
+        options === false
+          ? false
+          : {
+              serviceName: options.serviceName,
+              ...(options.defaultMs === undefined ? {} : { defaultMs: options.defaultMs }),
+              ...(options.maxMs === undefined ? {} : { maxMs: options.maxMs }),
+              ...(options.minMs === undefined ? {} : { minMs: options.minMs }),
+              ...trustOf<ConnectRequest>(options.trust, (req) => req.header.get('x-internal') === '1'),
+              ...(options.logger === undefined ? {} : { logger: options.logger }),
+            },
+      );
+      return { target: served.baseUrl, close: served.close };
+    },
+    client: (baseUrl, options) => client(baseUrl, protocol, options),
+    close: () => {},
+    inspect: (c, request, options) => c.inspect(request, options),
+    collect: (c, items) => {
+      async function* sent() {
+        yield* items;
+      }
+      return c.collect(sent());
+    },
+    ticks: async (c, request, onMessage = () => {}) => {
+      const controller = new AbortController();
+      let received = 0;
+      try {
+        for await (const tick of c.ticks(request, { signal: controller.signal })) {
+          received++;
+          onMessage(tick.n, () => controller.abort());
+        }
+        return { received, error: undefined };
+      } catch (error) {
+        return { received, error };
+      }
+    },
+    expectClientError: (error) => expect(error).toBeInstanceOf(ConnectError),
+    codeOf: (error) => (error as ConnectError).code,
+    codes: { deadlineExceeded: Code.DeadlineExceeded, cancelled: Code.Canceled },
+    fromError: (error) => fromConnectError(error as ConnectError),
+    expectExceededBy: (error, hop) => expect((error as ConnectError).metadata.get('x-deadline-exceeded-by')).toBe(hop),
+    expectRefusedUnsent: (_, error) => expect(error).toBeInstanceOf(ConnectError),
+    log: { message: 'connect call', ok: 'ok', deadlineExceeded: 'DeadlineExceeded' },
+    leftAfter,
+  };
 }

@@ -19,6 +19,7 @@ export {
   publishExceeded,
   publishPropagate,
 } from './diagnostics.js';
+export { type DriverPatch, type PatchHooks, patchOnce, replaceMethods } from './driver-patch.js';
 export { type ErrorRecognizer, recognizeErrors } from './error-recognizers.js';
 export { defineErrorClass } from './errors.js';
 export { waitingForExpiry } from './expiry-queue.js';
@@ -57,6 +58,7 @@ export { type OutlivedReporter, Scope, type StopOwner } from './scope.js';
 export { outsideContext, storage } from './storage.js';
 export { NEW_TRACE } from './trace.js';
 export { isUnpatched, unpatched } from './unpatched.js';
+export { untilStopped } from './until-stopped.js';
 export { checkBoolean, checkFunction, checkGuard, checkHop, checkName, checkNumber, checkObject } from './validate.js';
 export { WaitQueue } from './wait-queue.js';
 export { readHeader } from './wire/headers.js';

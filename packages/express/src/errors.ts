@@ -6,7 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { DeadlineExceededError, ErrorCode, findDeadlineError } from '@deadline/core';
 import { findErrorWithCode, monotonicNow } from '@deadline/core/internal';
 import { deadlineAnswer, RequestState, writeAnswer } from '@deadline/server/internal';
-import { stateOf } from './prototypes.js';
+import { stateOf } from './engine-paths.js';
 
 /**
  * Returns the error middleware. Mount it after your routes. Errors that are not about a deadline pass on to

@@ -23,7 +23,7 @@ import {
   resolveOptions,
   takeStartedRequest,
 } from '@deadline/server/internal';
-import { attach, isExpressExchange, newExchange, stateOf } from './prototypes.js';
+import { attach, isExpressExchange, newExchange, stateOf } from './engine-paths.js';
 
 /** The request as express gives it to a middleware; kept structural so express 4 and 5 types both fit. */
 type Request = IncomingMessage & { deadline?: RequestDeadline };
@@ -76,7 +76,7 @@ export function deadline(options?: ExpressDeadlineOptions) {
   const host = rawHost(logger);
   const parser = createParser(resolved as never);
   const trust = resolved.trust;
-  // The headers and socket of each request, as the server starts it (see request-start.ts).
+  // The headers and socket of each request, as the server starts it (see @deadline/server's engine-paths.ts).
   noteRequestStarts();
   // `trustedBefore`: what the app's own middleware decided of this caller, for a router's that has no `trust`.
   const budgetOf = (
@@ -91,13 +91,14 @@ export function deadline(options?: ExpressDeadlineOptions) {
   };
 
   // Every property read on express's req or res is a slow lookup (each has a hidden class of its own, see
-  // prototypes.ts): each is read once, and `req.log` only for a `trust` predicate.
+  // engine-paths.ts): each is read once, and `req.log` only for a `trust` predicate.
   return function deadlineMiddleware(req: Request, res: ServerResponse, next: Next): void {
     const arrivedAt = monotonicNow();
     const express = isExpressExchange(req, res);
     // On express's objects `req.deadline` is a getter over the same state: `stateOf` spares the lookup.
     const existing = express ? stateOf(req) : req.deadline;
-    // Read as the server started the request when it is the one just started (nearly always): see request-start.ts.
+    // Read as the server started the request when it is the one just started (nearly always): see
+    // @deadline/server's engine-paths.ts.
     const started = takeStartedRequest(req);
     const headers = started === undefined ? req.headers : (started.headers as IncomingHttpHeaders);
     const socket = started === undefined ? req.socket : started.socket;

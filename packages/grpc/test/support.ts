@@ -6,11 +6,15 @@ import { fileURLToPath } from 'node:url';
 import { currentContext } from '@deadline/core';
 import grpc, { type ServiceError } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
+import { expect } from 'vitest';
+import { type RpcClientDriver, trustOf } from '../../../test/support/rpc-client-conformance.ts';
 import { detachedSeen, events, type Seen, seen } from '../../../test/support/rpc-seen.ts';
 import { GRPC_JS_TIMER_LEAD_MS } from '../src/incoming-call.ts';
 import {
   deadlineService,
+  fromGrpcStatus,
   type GrpcClientDeadlineOptions,
+  type GrpcServerCall,
   type GrpcServerDeadlineOptions,
   withDeadline,
 } from '../src/index.ts';
@@ -161,3 +165,63 @@ export function unary<T>(
 export function leftAfter(budgetMs: number, started: number, marginMs = 0): number {
   return budgetMs - marginMs - GRPC_JS_TIMER_LEAD_MS - (performance.now() - started) - 1;
 }
+
+/** The shared RPC suites' driver (test/support/rpc-client-conformance.ts): the test service through grpc-js. */
+export const grpcDriver: RpcClientDriver<InventoryClient> = {
+  name: '@deadline/grpc (grpc-js)',
+  serve: async (options) => {
+    const served = await serve(
+      options === false
+        ? false
+        : {
+            serviceName: options.serviceName,
+            ...(options.defaultMs === undefined ? {} : { defaultMs: options.defaultMs }),
+            ...(options.maxMs === undefined ? {} : { maxMs: options.maxMs }),
+            ...(options.minMs === undefined ? {} : { minMs: options.minMs }),
+            ...trustOf<GrpcServerCall>(options.trust, (call) => call.metadata.get('x-internal')[0] === '1'),
+            ...(options.logger === undefined ? {} : { logger: options.logger }),
+          },
+    );
+    return { target: served.address, close: served.close };
+  },
+  client: (address, options) => client(address, options),
+  close: (c) => c.close(),
+  inspect: (c, request, options = {}) =>
+    unary<Seen>(
+      c,
+      'inspect',
+      request,
+      options.timeoutMs === undefined ? {} : { deadline: Date.now() + options.timeoutMs },
+      options.headers,
+    ),
+  collect: (c, items) =>
+    new Promise<Seen>((resolve, reject) => {
+      const call = (c.collect as (cb: (e: ServiceError | null, r: Seen) => void) => grpc.ClientWritableStream<unknown>)(
+        (e, r) => (e === null ? resolve(r) : reject(e)),
+      );
+      for (const item of items) call.write(item);
+      call.end();
+    }),
+  ticks: (c, request, onMessage = () => {}) =>
+    new Promise((resolve) => {
+      const stream = (c as unknown as { ticks(r: object): grpc.ClientReadableStream<{ n: number }> }).ticks(request);
+      let received = 0;
+      stream.on('data', (tick: { n: number }) => {
+        received++;
+        onMessage(tick.n, () => stream.cancel());
+      });
+      stream.on('error', (error: ServiceError) => resolve({ received, error }));
+      stream.on('end', () => resolve({ received, error: undefined }));
+    }),
+  expectClientError: (error) => expect((error as ServiceError).metadata).toBeInstanceOf(grpc.Metadata),
+  codeOf: (error) => (error as ServiceError).code,
+  codes: { deadlineExceeded: grpc.status.DEADLINE_EXCEEDED, cancelled: grpc.status.CANCELLED },
+  fromError: (error) => fromGrpcStatus(error as ServiceError),
+  expectExceededBy: (error, hop) =>
+    expect((error as ServiceError).metadata.get('x-deadline-exceeded-by')).toEqual([hop]),
+  expectRefusedUnsent: (c) =>
+    // Nothing was sent: the channel never even left IDLE to connect.
+    expect(c.getChannel().getConnectivityState(false)).toBe(grpc.connectivityState.IDLE),
+  log: { message: 'grpc call', ok: grpc.status.OK, deadlineExceeded: grpc.status.DEADLINE_EXCEEDED },
+  leftAfter,
+};

@@ -10,8 +10,8 @@ import { runWithCall, storage } from '@deadline/core/internal';
 import { Agent, type Dispatcher } from 'undici';
 import { DeadlineHandler } from './deadline-handler.js';
 import { type DeadlineDispatch, startDispatch } from './dispatch-call.js';
+import { OlderDeadlineHandler } from './engine-paths.js';
 import { ownUndici } from './foreign-dispatcher.js';
-import { OlderDeadlineHandler } from './older-deadline-handler.js';
 import { type HttpDeadlineOptions, type ResolvedHttpOptions, resolveHttpOptions } from './options.js';
 import { SendingDispatcher } from './sending-dispatcher.js';
 

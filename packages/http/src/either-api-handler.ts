@@ -4,6 +4,8 @@
  * through as they are. undici 6 — what Node 20 and 22 bundle behind the global `fetch()` — calls only the older
  * ones (`onConnect`, `onHeaders`, `onData`, `onComplete`, `onError`), and refuses a handler without them ("invalid
  * onError method"): they are translated, with a controller standing in for the `abort` and `resume` it passes.
+ * A compatibility layer, not a fast path. Delete when: Node 22 leaves support (April 2027), the last Node that
+ * bundles undici 6.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Duplex } from 'node:stream';

@@ -6,7 +6,9 @@
  * directly, every call failed ("invalid onError method") or never finished. Wrapped in this class, the
  * composition is this undici's (every handler reaches the interceptor in the newer API) and each handler
  * reaches the foreign dispatcher speaking both (either-api-handler.ts). Its events ('connect', 'drain', …) stay
- * on the foreign dispatcher.
+ * on the foreign dispatcher. A compatibility layer, not a fast path. Delete when: Node 22 leaves support (April
+ * 2027) and the undici the later Nodes bundle (7, 8) is shown to compose this one's handlers directly: undici 6,
+ * the one known to need it, is then bundled by no supported Node.
  */
 import { Dispatcher } from 'undici';
 import { EitherApiHandler } from './either-api-handler.js';

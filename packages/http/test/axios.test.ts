@@ -1,20 +1,15 @@
 /**
- * `deadlineAxios` on real sockets: what reaches the downstream, no connection without time left, the cut-off
- * (socket closed) with the typed error, the caller's own signal, a downstream's 504, a request sent again.
+ * `deadlineAxios` on real sockets. What every HTTP client adapter must do is the shared suite's
+ * (client-conformance.ts); here, what is axios's own: its interceptors ejected, a request sent again (as
+ * axios-retry does), one call per request, its own timeout and error types.
  */
-import {
-  CancelledError,
-  createContext,
-  DeadlineExceededError,
-  InvalidArgumentError,
-  runWithDeadline,
-  traceFrom,
-} from '@deadline/core';
+import { runWithDeadline } from '@deadline/core';
 import axios, { type AxiosError, type AxiosInstance } from 'axios';
 import { describe, expect, it } from 'vitest';
 import { deadlineAxios } from '../src/axios.ts';
 import { calls } from './calls.ts';
-import { type Downstream, downstreamsPerTest, echo, exceededBy, leftAfter, silent } from './servers.ts';
+import { httpClientConformance } from './client-conformance.ts';
+import { type Downstream, downstreamsPerTest, echo, exceededBy, silent } from './servers.ts';
 
 /** A downstream on loopback, closed after each test. */
 const downstream = downstreamsPerTest();
@@ -30,34 +25,16 @@ function client(options?: Parameters<typeof deadlineAxios>[1]): AxiosInstance {
   return instance;
 }
 
-describe('what the downstream receives', () => {
-  it('outside any context: nothing added', async () => {
-    const server = await downstream(echo);
-    const res = await client().get(`${server.url}/x?token=secret`);
-    expect(res.data['x-request-deadline']).toBeUndefined();
-    expect(res.data.traceparent).toBeUndefined();
-  });
+httpClientConformance<AxiosInstance>({
+  name: 'axios',
+  client,
+  wrap: (options) => deadlineAxios(axios.create(), options),
+  get: (instance, url, init = {}) => instance.get(url, init),
+  json: async (instance, url, headers) => (await instance.get(url, headers === undefined ? {} : { headers })).data,
+  expectCallerAbort: (error) => expect(axios.isCancel(error)).toBe(true),
+});
 
-  it('inside a deadline: the budget and the trace; a caller-set budget is replaced, other headers kept', async () => {
-    const server = await downstream(echo);
-    const instance = client({ dialects: ['grpc'] });
-    const trace = traceFrom('00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', 'vendor=x');
-    const started = performance.now();
-    const ctx = createContext({ root: true, deadline: 1_000, trace });
-    const res = await ctx.run(() =>
-      instance.get(server.url, { headers: { 'X-Request-Deadline': '99999', accept: 'text/plain' } }),
-    );
-    ctx.end();
-    const budget = Number(res.data['x-request-deadline']);
-    expect(Number.isInteger(budget)).toBe(true);
-    expect(budget).toBeGreaterThanOrEqual(leftAfter(1_000, started));
-    expect(budget).toBeLessThanOrEqual(1_000);
-    expect(res.data['grpc-timeout']).toMatch(/^\d+[mu]$/);
-    expect(res.data.traceparent).toMatch(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/);
-    expect(res.data.tracestate).toBe('vendor=x');
-    expect(res.data.accept).toBe('text/plain');
-  });
-
+describe('axios: its interceptors', () => {
   it('the eject function removes both interceptors', async () => {
     const server = await downstream(echo);
     const instance = axios.create();
@@ -124,76 +101,7 @@ describe('each request is one call, ended with its outcome', () => {
   });
 });
 
-describe('no time left: the request is not made', () => {
-  it('rejects with DeadlineExceededError (before-call) and opens no connection', async () => {
-    const server = await downstream(echo);
-    const instance = client({ minMs: 50 });
-    const ctx = createContext({ root: true, deadline: 20, hop: 'gateway' });
-    const error = await ctx.run(() => instance.get(`${server.url}/stock?id=1`)).catch((e: unknown) => e);
-    ctx.end();
-    expect(error).toBeInstanceOf(DeadlineExceededError);
-    expect(error).toMatchObject({ phase: 'before-call', hop: 'gateway' });
-    expect((error as DeadlineExceededError).target).toBe(`GET ${server.url}/stock`);
-    expect(server.connections).toBe(0);
-  });
-
-  it('a cancelled context refuses with CancelledError', async () => {
-    const server = await downstream(echo);
-    const ctx = createContext({ root: true, deadline: 5_000 });
-    ctx.cancel(new CancelledError('client left', { reason: 'client-disconnected' }));
-    const error = await ctx.run(() => client().get(server.url)).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(CancelledError);
-    expect(server.connections).toBe(0);
-  });
-
-  it('bad options throw at setup, naming the option', () => {
-    expect(() => deadlineAxios(axios.create(), { marginMs: -1 })).toThrow(InvalidArgumentError);
-    expect(() => deadlineAxios(axios.create(), { marginMs: -1 })).toThrow('marginMs');
-  });
-});
-
 describe('cut off at the deadline', () => {
-  const BUDGET = 300;
-
-  it('a silent downstream: DeadlineExceededError (during-call), not CanceledError; the socket is closed', async () => {
-    const server = await downstream(silent);
-    const closed = server.nextClose();
-    const started = performance.now();
-    const error = await runWithDeadline(BUDGET, () => client().get(server.url)).catch((e: unknown) => e);
-    const elapsed = performance.now() - started;
-    await closed;
-    expect(error).toBeInstanceOf(DeadlineExceededError);
-    expect(error).toMatchObject({ phase: 'during-call', whose: 'local' });
-    expect(elapsed).toBeGreaterThanOrEqual(BUDGET - 5);
-    expect(elapsed).toBeLessThan(BUDGET + 1_500);
-  });
-
-  it("with the caller's own signal too: the deadline still cuts", async () => {
-    const server = await downstream(silent);
-    const closed = server.nextClose();
-    const caller = new AbortController();
-    const error = await runWithDeadline(BUDGET, () => client().get(server.url, { signal: caller.signal })).catch(
-      (e: unknown) => e,
-    );
-    await closed;
-    expect(error).toBeInstanceOf(DeadlineExceededError);
-  });
-
-  it("the caller's own signal still aborts (axios' CanceledError)", async () => {
-    const server = await downstream(silent);
-    const closed = server.nextClose();
-    const caller = new AbortController();
-    const pending = runWithDeadline(10_000, () => client().get(server.url, { signal: caller.signal })).catch(
-      (e: unknown) => e,
-    );
-    await server.arrived();
-    caller.abort();
-    const error = await pending;
-    await closed;
-    expect(axios.isCancel(error)).toBe(true);
-    expect(error).not.toBeInstanceOf(DeadlineExceededError);
-  });
-
   it("a caller's smaller timeout is kept (axios' own timeout error)", async () => {
     const server = await downstream(silent);
     const error = await runWithDeadline(10_000, () => client().get(server.url, { timeout: 200 })).then(
@@ -202,29 +110,9 @@ describe('cut off at the deadline', () => {
     );
     expect(error.code).toBe('ECONNABORTED');
   });
-
-  it('cancelling the context aborts the request in flight with CancelledError', async () => {
-    const server = await downstream(silent);
-    const ctx = createContext({ root: true, deadline: 10_000 });
-    const closed = server.nextClose();
-    const pending = ctx.run(() => client().get(server.url)).catch((e: unknown) => e);
-    await server.arrived();
-    ctx.cancel(new CancelledError('client left', { reason: 'client-disconnected' }));
-    const error = await pending;
-    await closed;
-    expect(error).toBeInstanceOf(CancelledError);
-    expect((error as CancelledError).reason).toBe('client-disconnected');
-  });
 });
 
 describe("a downstream's own deadline", () => {
-  it('a 504 naming the hop rejects with DeadlineExceededError whose downstream:<hop>', async () => {
-    const server = await downstream(exceededBy('inventory'));
-    const error = await runWithDeadline(2_000, () => client().get(server.url)).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(DeadlineExceededError);
-    expect(error).toMatchObject({ whose: 'downstream:inventory', phase: 'during-call' });
-  });
-
   it('with downstreamErrors: false it stays the AxiosError', async () => {
     const server = await downstream(exceededBy('inventory'));
     const error = await runWithDeadline(2_000, () => client({ downstreamErrors: false }).get(server.url)).then(

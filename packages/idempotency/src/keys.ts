@@ -14,10 +14,9 @@
  */
 import { createHmac } from 'node:crypto';
 import { createContextKey, InvalidArgumentError } from '@deadline/core';
+import { MAX_KEY_LENGTH } from './key-header.js';
 
-/** The longest key a caller may give (the IETF draft's recommendation, and what servers here accept). */
-const MAX_KEY_LENGTH = 255;
-/** Visible ASCII and space: what a structured-field string may hold. */
+/** Visible ASCII and space, at least one: what a structured-field string may hold. */
 const PRINTABLE = /^[\x20-\x7e]+$/;
 
 /**

@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalBody, fingerprintOf } from '../src/index.js';
+import { canonicalBody, fingerprintOf } from '../src/fingerprint.js';
 
 /** The same value with every object's keys in reverse order. */
 function reordered(value: unknown): unknown {

@@ -3,7 +3,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MAX_KEY_LENGTH, parseIdempotencyKey } from '../src/index.js';
+import { MAX_KEY_LENGTH, parseIdempotencyKey } from '../src/key-header.js';
 
 const visible = fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c));
 const keys = fc.string({ minLength: 1, maxLength: MAX_KEY_LENGTH, unit: visible });

@@ -10,7 +10,8 @@ import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POSTGRES, REDIS, requireService } from '../../../test/support/services.js';
-import { IdempotencyProblem, type IdempotencyStore, MAX_KEY_LENGTH, pgStore, step } from '../src/index.js';
+import { IdempotencyProblem, type IdempotencyStore, pgStore, step } from '../src/index.js';
+import { MAX_KEY_LENGTH } from '../src/key-header.js';
 import {
   type App,
   deferred,

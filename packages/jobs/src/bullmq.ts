@@ -22,6 +22,7 @@ import {
   type OtelAttributes,
   OutgoingCall,
   storage,
+  untilStopped,
 } from '@deadline/core/internal';
 import { IDEMPOTENCY_KEYS } from '@deadline/idempotency/keys';
 import { type CarriedContext, carrierFromContext, hopOrUndefined, JOB_CONTEXT_KEY, readCarrier } from './carrier.js';
@@ -244,25 +245,16 @@ export function withJobContext<J extends JobLike, R>(
           bindings,
           signal,
         },
+        // The attempt ends at its budget (or cancel) even if the processor does not listen: BullMQ then records
+        // the failure and retries per the job's options.
         (ctx) =>
-          new Promise<R>((resolve, reject) => {
-            // The attempt ends at its budget (or cancel) even if the processor does not listen: BullMQ then
-            // records the failure and retries per the job's options.
-            const off = ctx.onStop((reason) => {
+          untilStopped(
+            ctx,
+            () => processor(job, token, ctx.signal),
+            (reason) => {
               if (work !== undefined) markStop(work, reason, monotonicNow() - startedAt);
-              reject(reason);
-            });
-            processor(job, token, ctx.signal).then(
-              (value) => {
-                off();
-                resolve(value);
-              },
-              (error: unknown) => {
-                off();
-                reject(error);
-              },
-            );
-          }),
+            },
+          ),
       ),
     );
     if (work === undefined) return attempt;

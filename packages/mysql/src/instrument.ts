@@ -15,7 +15,7 @@
  * transaction fails (the server rolls back that statement); the ORM rolls the transaction back on the error.
  */
 import { InvalidArgumentError } from '@deadline/core';
-import { isUnpatched, storage } from '@deadline/core/internal';
+import { isUnpatched, replaceMethods, storage } from '@deadline/core/internal';
 import type { Connection, FieldPacket, QueryResult } from 'mysql2/promise';
 import { Backend } from './backend.js';
 import type { Core } from './core-connection.js';
@@ -30,7 +30,6 @@ import {
   metAlive,
   noteBounded,
   type PoolSide,
-  replaceMethods,
 } from './instrumented.js';
 import { type MysqlInstrumentOptions, resolveOptions } from './options.js';
 import { type Kind, Session } from './session.js';

@@ -1,32 +1,26 @@
 /**
- * What `instrumentMysql()` (mysql2) and `instrumentMariadb()` (the `mariadb` connector) share: how a driver's
- * methods are replaced and put back, how a pool's checkout keeps its caller's context, which statements are never
+ * What `instrumentMysql()` (mysql2) and `instrumentMariadb()` (the `mariadb` connector) share: their patch (core's
+ * `patchOnce`, with the side connections it keeps), how a pool's checkout keeps its caller's context, which statements are never
  * refused, how a connection's later statements wait
  * for the cleanup of its bounded ones, how a connection met mid-life is first seen alive, and one backend per
  * server and user.
  */
 import { AsyncResource } from 'node:async_hooks';
-import { isUnpatched, outsideContext, storage } from '@deadline/core/internal';
+import { type DriverPatch, isUnpatched, outsideContext, patchOnce, storage } from '@deadline/core/internal';
 import type { Backend } from './backend.js';
 import type { MysqlInstrumentOptions } from './options.js';
 import type { Session } from './session.js';
 import { underCall } from './under-call.js';
 
 /** @internal One driver's instrumentation, as installed on its prototype: what its bounded statements read. */
-export interface Instrumentation {
-  options: MysqlInstrumentOptions | undefined;
+export interface Instrumentation extends DriverPatch<MysqlInstrumentOptions | undefined> {
   /** One backend (side connections, flavour) per server and user. */
   readonly backends: Map<string, Backend>;
-  enabled: boolean;
-  readonly undo: () => void;
 }
 
 /**
- * @internal Installs an instrumentation on `prototype` once, registered there under `key` (a `Symbol.for`: one
- * per process, whichever copy of this package asks); a later call only changes the options, and turns it back on.
- * `install` replaces the driver's methods and returns the function that puts them back ({@link replaceMethods}).
- * Returns the undo: it turns the instrumentation off, closes its side connections, and puts the methods back
- * when nothing was patched on top.
+ * @internal Installs one driver's instrumentation once per process (core's `patchOnce`): `install` replaces the
+ * driver's methods; undoing it also closes its side connections.
  */
 export function instrumentOnce(
   prototype: object,
@@ -34,52 +28,23 @@ export function instrumentOnce(
   options: MysqlInstrumentOptions | undefined,
   install: (instrumentation: Instrumentation) => () => boolean,
 ): () => void {
-  const registry = prototype as { [key: symbol]: Instrumentation | undefined };
-  const existing = registry[key];
-  if (existing !== undefined) {
-    existing.options = options;
-    existing.enabled = true;
-    return existing.undo;
-  }
-  let restore = () => false;
-  const instrumentation: Instrumentation = {
+  return patchOnce<MysqlInstrumentOptions | undefined, Instrumentation>(
+    prototype,
+    key,
     options,
-    backends: new Map(),
-    enabled: true,
-    undo: () => {
-      instrumentation.enabled = false;
-      for (const backend of instrumentation.backends.values()) void backend.killer.end();
-      instrumentation.backends.clear();
-      if (restore()) delete registry[key];
-    },
-  };
-  restore = install(instrumentation);
-  Object.defineProperty(prototype, key, { value: instrumentation, configurable: true });
-  return instrumentation.undo;
+    install,
+    { backends: new Map() },
+    { turnedOff: closeBackends },
+  );
+}
+
+function closeBackends(instrumentation: Instrumentation): void {
+  for (const backend of instrumentation.backends.values()) void backend.killer.end();
+  instrumentation.backends.clear();
 }
 
 /** @internal Statements that put a connection back in order: never refused, however little time is left. */
 export const CLEANUP = /^\s*(rollback|unlock\s+tables|release\s+savepoint|rollback\s+to)\b/i;
-
-/**
- * @internal Puts `replacements` on `prototype` in place of its methods of those names; returns the function that
- * puts the originals back, which does so only while every replacement is still in place (an APM's patch made on
- * top keeps working, ours inert beneath it) and says whether it did.
- */
-export function replaceMethods(prototype: object, replacements: Record<string, unknown>): () => boolean {
-  const target = prototype as Record<string, unknown>;
-  const names = Object.keys(replacements);
-  const before = new Map(names.map((name) => [name, { own: Object.hasOwn(target, name), value: target[name] }]));
-  for (const name of names) target[name] = replacements[name];
-  return () => {
-    if (names.some((name) => target[name] !== replacements[name])) return false;
-    for (const [name, { own, value }] of before) {
-      if (own) target[name] = value;
-      else delete target[name];
-    }
-    return true;
-  };
-}
 
 /** A connection's bounded statements not yet cleaned up (the KILL done): what an unbounded one waits for. */
 const cleanups = new WeakMap<object, Promise<void>>();

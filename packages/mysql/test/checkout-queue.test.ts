@@ -1,14 +1,15 @@
 /**
- * Who gets a connection when a mysql2 pool has none free: in arrival order while the queue keeps up with the
- * deadlines, newest first once it does not, and a waiter without time for a statement leaves without touching
- * the database. On the MariaDB running here, with mysql2's own pool.
+ * Who gets a connection when a mysql2 pool has none free, on the MariaDB running here, with mysql2's own pool:
+ * the shared checkout-order suite (test/support/checkout-queue-conformance.ts), through mysql2's lists; and what
+ * is mysql2's own — it announces no removal of a connection, so one destroyed or killed must still make room,
+ * and a pool without a limit or that does not wait keeps mysql2's queue alone.
  */
-import { DeadlineExceededError, InvalidArgumentError, runWithDeadline } from '@deadline/core';
+import { runWithDeadline } from '@deadline/core';
 import { createPool, type Pool, type PoolOptions, type RowDataPacket } from 'mysql2/promise';
 import { afterAll, describe, expect, it } from 'vitest';
+import { checkoutQueueConformance } from '../../../test/support/checkout-queue-conformance.ts';
 import { MARIADB, requireService } from '../../../test/support/services.ts';
-import { untilTrue } from '../../../test/support/turns.ts';
-import { withDeadline } from '../src/index.ts';
+import { type DeadlinePool, withDeadline } from '../src/index.ts';
 import { serverOptions } from './support.ts';
 
 const available = await requireService(MARIADB);
@@ -30,88 +31,30 @@ function lists(pool: Pool): { waiting: number; open: number; idle: number } {
   };
 }
 
-type NameRow = RowDataPacket & { name: string };
+checkoutQueueConformance<Pool, DeadlinePool>({
+  name: '@deadline/mysql (MariaDB, mysql2 pool)',
+  available,
+  newPool: (max) => createPool(serverOptions({ connectionLimit: max })),
+  wrap: (pool, options) => withDeadline(pool, options),
+  hold: (pool) => pool.getConnection(),
+  select: async (db, value) => {
+    const [rows] = await db.query<(RowDataPacket & { v: string | number })[]>('SELECT ? AS v', [value]);
+    return rows[0]?.v as string | number;
+  },
+  run: (db, sql) => db.query(sql),
+  sleepSql: 'SELECT SLEEP(0.15)',
+  plainSelect: async (pool, value) =>
+    (await pool.query<(RowDataPacket & { n: number })[]>(`SELECT ${Number(value)} AS n`))[0][0]?.n as number,
+  onAcquire: (pool, listener) => pool.on('acquire', listener),
+  counts: lists,
+  // Connections go back once each session's cleanup is done (a microtask or two after the answer).
+  idleAfterAnswer: true,
+  end: (pool) => pool.end(),
+});
 
-/**
- * Queues `names` one after another behind the only connection, held for `holdMs`, each with `budgetMs`; resolves
- * with the order they were served in.
- */
-async function servedOrder(names: string[], budgetMs: number, holdMs: number): Promise<string[]> {
-  const pool = newPool(1);
-  const db = withDeadline(pool);
-  const held = await pool.getConnection();
-  const order: string[] = [];
-  const queries = names.map((name) =>
-    runWithDeadline(budgetMs, () => db.query<NameRow[]>('SELECT ? AS name', [name])).then(() => order.push(name)),
-  );
-  // Time in the queue is the condition under test: the waiters age while the connection is held.
-  if (holdMs > 0) await new Promise((resolve) => setTimeout(resolve, holdMs));
-  held.release();
-  await Promise.all(queries);
-  return order;
-}
-
-describe.runIf(available)('@deadline/mysql checkout order (MariaDB, mysql2 pool)', () => {
+describe.runIf(available)("@deadline/mysql checkout order: what is mysql2's own (MariaDB, mysql2 pool)", () => {
   afterAll(async () => {
     await Promise.all(pools.map((p) => p.end()));
-  });
-
-  it('while the queue keeps up with the deadlines: first come, first served', async () => {
-    expect(await servedOrder(['a', 'b', 'c', 'd'], 10_000, 300)).toEqual(['a', 'b', 'c', 'd']);
-  });
-
-  it('once the oldest has waited as long as it has left: newest first', async () => {
-    // Held 1.2 s of a 2 s budget: the oldest has waited longer than the 0.8 s it has left.
-    expect(await servedOrder(['a', 'b', 'c', 'd'], 2_000, 1_200)).toEqual(['d', 'c', 'b', 'a']);
-  });
-
-  it('a waiter whose deadline passes leaves the queue, the database untouched; the next one is served', async () => {
-    const pool = newPool(1);
-    const db = withDeadline(pool);
-    const held = await pool.getConnection();
-    const short = runWithDeadline(100, () => db.query('SELECT 1')).catch((e: unknown) => e);
-    const long = runWithDeadline(10_000, () => db.query<(RowDataPacket & { n: number })[]>('SELECT 2 AS n'));
-    expect(await short).toBeInstanceOf(DeadlineExceededError);
-    // It waited in our queue, not mysql2's: nothing is left behind for the connection to be handed to.
-    expect(lists(pool).waiting).toBe(0);
-    held.release();
-    expect((await long)[0][0]?.n).toBe(2);
-    expect(lists(pool).open).toBe(1);
-  });
-
-  it('a waiter leaves once its time left no longer covers a typical statement: before-call, ahead of its deadline', async () => {
-    const pool = newPool(1);
-    const db = withDeadline(pool, { name: 'stock-db' });
-    // Teach it what a statement here takes: ~150 ms.
-    for (let i = 0; i < 3; i++) await runWithDeadline(10_000, () => db.query('SELECT SLEEP(0.15)'));
-    const held = await pool.getConnection();
-    try {
-      const started = performance.now();
-      const late = await runWithDeadline(1_000, () => db.query('SELECT 1')).catch((e: unknown) => e);
-      expect(late).toBeInstanceOf(DeadlineExceededError);
-      expect(late).toMatchObject({ phase: 'before-call', target: 'stock-db' });
-      expect((late as Error).message).toMatch(/less than its work takes/);
-      // It queued (it was not refused at once) and left ahead of its deadline, about one typical statement before.
-      expect(performance.now() - started).toBeGreaterThanOrEqual(300);
-      // With less than that left already, it does not queue at all.
-      const hopeless = await runWithDeadline(100, () => db.query('SELECT 1')).catch((e: unknown) => e);
-      expect(hopeless).toMatchObject({ phase: 'before-call' });
-      expect(lists(pool).waiting).toBe(0);
-    } finally {
-      held.release();
-    }
-  });
-
-  it("mysql2's own waiters (statements outside any deadline) are not starved by ours", async () => {
-    const pool = newPool(1);
-    const db = withDeadline(pool);
-    const held = await pool.getConnection();
-    const ours = runWithDeadline(10_000, () => db.query<(RowDataPacket & { n: number })[]>('SELECT 1 AS n'));
-    const plain = pool.query<(RowDataPacket & { n: number })[]>('SELECT 2 AS n');
-    await untilTrue(() => lists(pool).waiting === 1);
-    held.release();
-    const [a, b] = await Promise.all([ours, plain]);
-    expect([a[0][0]?.n, b[0][0]?.n]).toEqual([1, 2]);
   });
 
   it('a connection destroyed by its holder makes room: the next waiter is served on a new one', async () => {
@@ -157,33 +100,7 @@ describe.runIf(available)('@deadline/mysql checkout order (MariaDB, mysql2 pool)
     }
   });
 
-  it('200 statements on a pool of 3: every one served, never more than 3 connections, nothing left waiting', async () => {
-    const pool = newPool(3);
-    const db = withDeadline(pool);
-    let peak = 0;
-    pool.on('acquire', () => {
-      peak = Math.max(peak, lists(pool).open);
-    });
-    const results = await Promise.all(
-      Array.from({ length: 200 }, (_, i) =>
-        runWithDeadline(30_000, () => db.query<(RowDataPacket & { n: number })[]>('SELECT ? AS n', [i])),
-      ),
-    );
-    expect(results.map(([rows]) => Number(rows[0]?.n))).toEqual(Array.from({ length: 200 }, (_, i) => i));
-    expect(peak).toBeLessThanOrEqual(3);
-    // Connections go back once each session's cleanup is done (a microtask or two after the answer).
-    await untilTrue(() => lists(pool).idle === lists(pool).open);
-    expect(lists(pool).waiting).toBe(0);
-  });
-
-  it("checkoutOrder 'fifo', a pool without a connection limit, or one that does not wait: mysql2's queue alone", async () => {
-    const fifo = newPool(1);
-    const db = withDeadline(fifo, { checkoutOrder: 'fifo' });
-    const held = await fifo.getConnection();
-    const query = runWithDeadline(10_000, () => db.query('SELECT 1'));
-    await untilTrue(() => lists(fifo).waiting === 1);
-    held.release();
-    await query;
+  it("a pool without a connection limit, or one that does not wait: mysql2's queue alone", async () => {
     // No limit: never a queue of ours to wait in, every statement gets its connection.
     const unlimited = withDeadline(newPool(0));
     await Promise.all(Array.from({ length: 5 }, () => runWithDeadline(10_000, () => unlimited.query('SELECT 1'))));
@@ -198,11 +115,5 @@ describe.runIf(available)('@deadline/mysql checkout order (MariaDB, mysql2 pool)
     } finally {
       busy.release();
     }
-  });
-
-  it('bad options fail when the pool is wrapped, naming the option', () => {
-    const pool = newPool(1);
-    expect(() => withDeadline(pool, { checkoutOrder: 'lifo' as 'fifo' })).toThrow(InvalidArgumentError);
-    expect(() => withDeadline(pool, { checkoutOrder: 'lifo' as 'fifo' })).toThrow(/checkoutOrder/);
   });
 });

@@ -16,7 +16,14 @@
 
 import { AsyncResource } from 'node:async_hooks';
 import { InvalidArgumentError } from '@deadline/core';
-import { isUnpatched, OutgoingCall, storage } from '@deadline/core/internal';
+import {
+  type DriverPatch,
+  isUnpatched,
+  OutgoingCall,
+  patchOnce,
+  replaceMethods,
+  storage,
+} from '@deadline/core/internal';
 import { checkoutFrom } from './checkout.js';
 import { typedError } from './errors.js';
 import { holdConnection, queryHeld, type SendStatement, type Statement } from './held-connection.js';
@@ -59,15 +66,9 @@ interface InstrumentedClient extends PgClientLike {
   database?: string | undefined;
 }
 
-/** What one module's patch keeps: the originals, the options, whether it is on. */
-interface Patch {
-  readonly query: Query;
-  readonly connect: Connect | undefined;
-  readonly ours: { query: Query; connect: Connect | undefined };
-  options: PgInstrumentOptions | undefined;
+/** One module's patch (core's `patchOnce`): the options, whether it is on, and the options resolved per database. */
+interface Patch extends DriverPatch<PgInstrumentOptions | undefined> {
   readonly resolved: Map<string | undefined, ResolvedPgOptions>;
-  enabled: boolean;
-  readonly undo: () => void;
 }
 
 /** On a patched `Client.prototype`: its patch. Shared by every copy of this package (a registry key). */
@@ -110,16 +111,14 @@ const UNCERTAIN_CANCEL_WAIT_MS = 50;
 export function instrumentPg(pg: PgModule, options?: PgInstrumentOptions): () => void {
   const prototype = clientPrototypeOf(pg);
   resolvePgOptions(options, undefined); // a bad option fails here, naming it
-  const existing = (prototype as { [PATCH]?: Patch })[PATCH];
-  if (existing !== undefined) {
-    existing.options = options;
-    existing.resolved.clear();
-    existing.enabled = true;
-    return existing.undo;
-  }
-  const patch = install(pg, prototype, options);
-  Object.defineProperty(prototype, PATCH, { value: patch, configurable: true });
-  return patch.undo;
+  return patchOnce<PgInstrumentOptions | undefined, Patch>(
+    prototype,
+    PATCH,
+    options,
+    (patch) => install(pg, prototype, patch),
+    { resolved: new Map() },
+    { reconfigured: (patch) => patch.resolved.clear() },
+  );
 }
 
 function clientPrototypeOf(pg: PgModule): { query: Query } {
@@ -130,36 +129,23 @@ function clientPrototypeOf(pg: PgModule): { query: Query } {
   return prototype as { query: Query };
 }
 
-function install(pg: PgModule, prototype: { query: Query }, options: PgInstrumentOptions | undefined): Patch {
+/**
+ * Replaces `Client.prototype.query` and `Pool.prototype.connect`. Put back, the patch is gone once `query` is
+ * (`connect` too, if it is still ours).
+ */
+function install(pg: PgModule, prototype: { query: Query }, patch: Patch): () => boolean {
+  const restoreQuery = replaceMethods(prototype, { query: boundedQuery(patch, prototype.query) });
   const poolPrototype = pg.Pool?.prototype as { connect?: Connect } | undefined;
-  const originalConnect = typeof poolPrototype?.connect === 'function' ? poolPrototype.connect : undefined;
-  const ownConnect = poolPrototype !== undefined && Object.hasOwn(poolPrototype, 'connect');
-  const patch: Patch = {
-    query: prototype.query,
-    connect: originalConnect,
-    ours: { query: prototype.query, connect: originalConnect },
-    options,
-    resolved: new Map(),
-    enabled: true,
-    undo: () => {
-      patch.enabled = false;
-      // Put back only what is still ours: a patch made on top of ours (an APM's) keeps working, ours inert.
-      if (prototype.query !== patch.ours.query) return;
-      prototype.query = patch.query;
-      delete (prototype as { [PATCH]?: Patch })[PATCH];
-      if (poolPrototype !== undefined && poolPrototype.connect === patch.ours.connect) {
-        if (ownConnect) poolPrototype.connect = originalConnect as Connect;
-        else delete poolPrototype.connect;
-      }
-    },
+  const connect = poolPrototype?.connect;
+  const restoreConnect =
+    poolPrototype !== undefined && typeof connect === 'function'
+      ? replaceMethods(poolPrototype, { connect: boundedConnect(patch, connect) })
+      : () => true;
+  return () => {
+    if (!restoreQuery()) return false;
+    restoreConnect();
+    return true;
   };
-  patch.ours.query = boundedQuery(patch);
-  prototype.query = patch.ours.query;
-  if (poolPrototype !== undefined && originalConnect !== undefined) {
-    patch.ours.connect = boundedConnect(patch, originalConnect);
-    poolPrototype.connect = patch.ours.connect;
-  }
-  return patch;
 }
 
 /** The options for a client of `database` (the target's default name depends on it). */
@@ -179,8 +165,7 @@ function inDeadline(patch: Patch): boolean {
 }
 
 /** node-postgres's `query(config, values?, callback?)`, bounded inside a deadline context. */
-function boundedQuery(patch: Patch): Query {
-  const original = patch.query;
+function boundedQuery(patch: Patch, original: Query): Query {
   return function query(this: InstrumentedClient, config, values, callback) {
     // Sent by withDeadline()'s wrapper, which bounds it already.
     if (isUnpatched()) return original.call(this, config, values, callback);

@@ -4,6 +4,12 @@
  */
 
 export { createParser, isLongLived, isTrusted, resolveBudget, type ServiceParser } from './budget.js';
+export {
+  noteRequestStarts,
+  READS_OF_SWAPPED_REQUESTS_ARE_SLOW,
+  requestLogger,
+  takeStartedRequest,
+} from './engine-paths.js';
 export { emitInContext, needsRequestContext, needsResponseContext } from './events-in-context.js';
 export {
   longLivedLimits,
@@ -12,7 +18,7 @@ export {
   resolveLimits,
   resolveOptions,
 } from './options.js';
-export { rawHost, requestLogger } from './raw-host.js';
+export { rawHost } from './raw-host.js';
 export {
   type RequestHost,
   RequestState,
@@ -20,7 +26,5 @@ export {
   requestTrace,
   startRequest,
 } from './request-deadline.js';
-export { noteRequestStarts, takeStartedRequest } from './request-start.js';
 export { type DeadlineAnswer, deadlineAnswer, silenceLateWrites, writeAnswer } from './respond.js';
 export { finishWithResponse } from './response-end.js';
-export { READS_OF_SWAPPED_REQUESTS_ARE_SLOW } from './swapped-requests.js';

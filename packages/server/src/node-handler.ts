@@ -5,9 +5,10 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import { ErrorCode, findDeadlineError } from '@deadline/core';
 import { checkObject, findErrorWithCode, monotonicNow } from '@deadline/core/internal';
 import { createParser, isLongLived, isTrusted, resolveBudget } from './budget.js';
+import { requestLogger } from './engine-paths.js';
 import { emitInContext, needsRequestContext, needsResponseContext } from './events-in-context.js';
 import { type DeadlineServerOptions, type LineLogger, type ResolvedOptions, resolveOptions } from './options.js';
-import { rawHost, requestLogger } from './raw-host.js';
+import { rawHost } from './raw-host.js';
 import { type RequestDeadline, type RequestState, startRequest } from './request-deadline.js';
 import { deadlineAnswer, writeAnswer } from './respond.js';
 

@@ -9,7 +9,7 @@
  * response waiting for its turn, with no socket yet, would never hear a `close` of its own).
  *
  * express's responses are found the same way (the socket's list, not a property on the response: a property added
- * to express's objects is a slow runtime call, see its prototypes.ts). Any other response — HTTP/2's compatibility
+ * to express's objects is a slow runtime call, see its engine-paths.ts). Any other response — HTTP/2's compatibility
  * API, light-my-request's `inject()` — gets a `close` listener of its own, as before.
  */
 
@@ -39,7 +39,7 @@ export function finishWithResponse(
   req: IncomingMessage,
   res: ServerResponse,
   end: ResponseEnd,
-  // The caller's, when it has it already (see request-start.ts): a read of express's `req` is slow.
+  // The caller's, when it has it already (see engine-paths.ts): a read of express's `req` is slow.
   socket = req.socket as TrackedSocket | null,
 ): void {
   // Nearly always: a kept-alive socket that already carried a request of ours, so one a node:http or node:https

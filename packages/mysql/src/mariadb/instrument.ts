@@ -13,7 +13,7 @@
  * Streams (`queryStream()`) are the connector's business, as with mysql2. The connection is the application's:
  * never destroyed or released here.
  */
-import { isUnpatched, storage } from '@deadline/core/internal';
+import { isUnpatched, replaceMethods, storage } from '@deadline/core/internal';
 import { Backend } from '../backend.js';
 import { OWN_LIMIT } from '../belt.js';
 import {
@@ -27,7 +27,6 @@ import {
   metAlive,
   noteBounded,
   type PoolSide,
-  replaceMethods,
 } from '../instrumented.js';
 import { type MysqlInstrumentOptions, resolveOptions } from '../options.js';
 import { type Kind, Session } from '../session.js';

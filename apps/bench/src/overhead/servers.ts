@@ -1,0 +1,140 @@
+/**
+ * Hello-world servers, bare and with each library, one per process: AsyncLocalStorage's hooks are
+ * process-wide on Node 20, so a bare server must not share a process with an instrumented one.
+ * Each runs in its own process through server-process.ts. A bare server registers nothing of the libraries, but
+ * every process loads the same modules of ours (see loadTheLibrary).
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Server } from 'node:http';
+import type { FastifyInstance } from 'fastify';
+
+const hello = { hello: 'world' };
+
+/**
+ * Every server process loads the library's modules, whichever variant it runs; the variant only decides what is
+ * registered. Why: Node 20's ES module loader reads each file through a `FileHandle` (an EventEmitter), and after
+ * some 30 of them V8 optimises Node's own HTTP code differently — bare fastify costs ~0.9k instructions more per
+ * request (callgrind: the same with 30 empty modules, or 30 `fs.promises.readFile` calls). A bare server that loaded
+ * two modules would be measured in a state no service importing its code is in, and the library's per-request cost
+ * would carry a load-time effect that is not its own. (A CommonJS service that `require()`s the library loads it
+ * synchronously, without file handles.) docs/benchmarks/history.md has the figures (session 24).
+ */
+async function loadTheLibrary(): Promise<void> {
+  await import('@deadline/fastify');
+  await import('@deadline/express');
+}
+
+const Fastify = async () => {
+  await loadTheLibrary();
+  return (await import('fastify')).default;
+};
+const express = async () => {
+  await loadTheLibrary();
+  return (await import('express')).default;
+};
+
+/** The hello-world fastify server, after `setUp` (a plugin, a hook) if one is given. */
+async function fastifyServer(setUp?: (app: FastifyInstance) => unknown): Promise<Server> {
+  const app = (await Fastify())({ logger: false });
+  await setUp?.(app);
+  app.get('/', async () => hello);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return app.server;
+}
+
+/** The hello-world express server, after `setUp` (a middleware) if one is given. */
+async function expressServer(setUp?: (app: import('express').Express) => unknown): Promise<Server> {
+  const app = (await express())();
+  await setUp?.(app);
+  app.get('/', (_req, res) => {
+    res.json(hello);
+  });
+  return listen(app);
+}
+
+async function withDeadline(app: FastifyInstance): Promise<void> {
+  await app.register((await import('@deadline/fastify')).fastifyDeadline, { serviceName: 'bench' });
+}
+
+/** OpenTelemetry registered, before the framework is loaded (its instrumentations patch modules as they load). */
+async function withOpenTelemetry(): Promise<void> {
+  (await import('./opentelemetry.js')).registerOpenTelemetry();
+}
+
+export const VARIANTS = {
+  fastify: () => fastifyServer(),
+  'fastify + @deadline/fastify': () => fastifyServer(withDeadline),
+  'fastify + @fastify/request-context': () =>
+    fastifyServer(async (app) => app.register((await import('@fastify/request-context')).fastifyRequestContext)),
+  // The floor: the least any AsyncLocalStorage-based library can do — one `als.run` per request, nothing else.
+  'fastify + als.run only': () =>
+    fastifyServer((app) => {
+      const als = new AsyncLocalStorage<object>();
+      app.addHook('onRequest', (_request, _reply, next) => als.run({}, next));
+    }),
+  // Under every deadline adapter: the least one can do per request, by hand (deadline-minimum.ts).
+  'fastify + deadline minimum': () =>
+    fastifyServer(async (app) => (await import('../minimum/deadline-minimum.js')).addDeadlineMinimum(app)),
+  // The same, keeping every promise of the library's (deadline-minimum-complete.ts).
+  'fastify + complete deadline minimum': () =>
+    fastifyServer(async (app) =>
+      (await import('../minimum/deadline-minimum-complete.js')).addCompleteDeadlineMinimum(app),
+    ),
+  // An OpenTelemetry-instrumented service (a server span per request), without and with the library.
+  'fastify + OpenTelemetry': async () => {
+    await withOpenTelemetry();
+    return fastifyServer();
+  },
+  'fastify + OpenTelemetry + @deadline/fastify': async () => {
+    await withOpenTelemetry();
+    return fastifyServer(withDeadline);
+  },
+  express: () => expressServer(),
+  'express + @deadline/express': () =>
+    expressServer(async (app) => app.use((await import('@deadline/express')).deadline({ serviceName: 'bench' }))),
+  // The least a deadline middleware can do keeping the library's promises, by hand (express-minimum-complete.ts).
+  'express + complete deadline minimum': () =>
+    expressServer(async (app) =>
+      app.use((await import('../minimum/express-minimum-complete.js')).completeDeadlineMinimum()),
+    ),
+  // The floor, as for fastify.
+  'express + als.run only': () =>
+    expressServer((app) => {
+      const als = new AsyncLocalStorage<object>();
+      app.use((_req, _res, next) => als.run({}, next));
+    }),
+} as const;
+
+export type Variant = keyof typeof VARIANTS;
+
+/**
+ * Variants counted by hand only (`node dist/overhead/server-process.js <variant>` under callgrind, as instructions.ts
+ * does), not in the overhead run: a reference point, not a product (docs/benchmarks/history.md says what each showed).
+ */
+export const COUNT_ONLY: ReadonlySet<Variant> = new Set<Variant>([
+  'fastify + deadline minimum',
+  'fastify + complete deadline minimum',
+  'express + complete deadline minimum',
+]);
+
+/** What each variant is compared with: the same framework, bare. */
+export const BASELINE: Record<Variant, Variant> = {
+  fastify: 'fastify',
+  'fastify + @deadline/fastify': 'fastify',
+  'fastify + @fastify/request-context': 'fastify',
+  'fastify + als.run only': 'fastify',
+  'fastify + deadline minimum': 'fastify',
+  'fastify + complete deadline minimum': 'fastify',
+  'fastify + OpenTelemetry': 'fastify + OpenTelemetry',
+  'fastify + OpenTelemetry + @deadline/fastify': 'fastify + OpenTelemetry',
+  express: 'express',
+  'express + @deadline/express': 'express',
+  'express + als.run only': 'express',
+  'express + complete deadline minimum': 'express',
+};
+
+function listen(app: import('express').Express): Promise<Server> {
+  return new Promise((resolve) => {
+    const server = app.listen(0, '127.0.0.1', () => resolve(server));
+  });
+}
