@@ -1,5 +1,5 @@
 /**
- * @deadline/express's engine-specific fast paths, all of them, and nothing else (this was prototypes.ts): how the
+ * @deadline/express's engine-specific fast paths, all of them, and nothing else: how the
  * adapter goes around V8's handling of express's prototype-swapped objects, and the variants it keeps per Node.
  * The rule: a path lives here only if it exists because of a particular engine or Node version; each says what it
  * does, why (the measurement that keeps it), and `Delete when:` — the condition under which it can go. The rest of

@@ -15,7 +15,7 @@ import { checkFunction, checkObject } from '@deadline/core/internal';
  *
  * @example
  * ```ts
- * import { CLS_KEYS } from '@deadline/jobs';
+ * import { CLS_KEYS } from '@deadline/jobs/cls-hooked';
  * const deadline = ns.get(CLS_KEYS.deadline); // a Deadline, or undefined outside a request
  * log.info({ traceId: ns.get(CLS_KEYS.traceId), remainingMs: deadline?.remainingMs() });
  * ```
@@ -94,7 +94,8 @@ function enter<R>(namespace: ClsNamespaceLike, fn: () => R): R {
  *
  * @example
  * ```ts
- * import { runInClsNamespace, runInBackground, CLS_KEYS } from '@deadline/jobs';
+ * import { runInBackground } from '@deadline/jobs';
+ * import { CLS_KEYS, runInClsNamespace } from '@deadline/jobs/cls-hooked';
  * runInBackground('reindex', () =>
  *   runInClsNamespace(ns, async () => {
  *     await Product.update(fields, { where }); // Sequelize's hooks see ns.get(CLS_KEYS.traceId)
@@ -135,7 +136,7 @@ function perRequest(namespace: ClsNamespaceLike, name: string): (next: () => voi
  * ```ts
  * import { createNamespace } from 'cls-hooked';
  * import { deadline } from '@deadline/express';
- * import { clsMiddleware } from '@deadline/jobs';
+ * import { clsMiddleware } from '@deadline/jobs/cls-hooked';
  *
  * const ns = createNamespace('app');
  * Sequelize.useCLS(ns);
@@ -160,7 +161,7 @@ export function clsMiddleware(namespace: ClsNamespaceLike): (req: unknown, res: 
  * ```ts
  * import Fastify from 'fastify';
  * import fastifyDeadline from '@deadline/fastify';
- * import { clsFastifyHook } from '@deadline/jobs';
+ * import { clsFastifyHook } from '@deadline/jobs/cls-hooked';
  *
  * const app = Fastify();
  * await app.register(fastifyDeadline, { serviceName: 'gateway' });

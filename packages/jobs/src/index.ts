@@ -1,7 +1,7 @@
 /**
  * `@deadline/jobs` — background work that escapes the request's deadline on purpose and keeps its trace:
  * detached tasks under their own budget, a graceful drain on shutdown, BullMQ jobs that carry the trace (not the
- * request's deadline), and a cls-hooked bridge.
+ * request's deadline). The cls-hooked bridge is `@deadline/jobs/cls-hooked`.
  * @packageDocumentation
  */
 
@@ -27,14 +27,3 @@ export { JOB_CONTEXT_KEY } from './carrier.js';
 export { type FastifyBackgroundOptions, fastifyBackground } from './fastify.js';
 export type { LoggerLike } from './logger.js';
 export { type ClosableServer, type CloseAndDrainOptions, closeAndDrain, type ShutdownReport } from './shutdown.js';
-
-// cls-hooked bridge
-
-export {
-  CLS_KEYS,
-  type ClsDeadlineValues,
-  type ClsNamespaceLike,
-  clsFastifyHook,
-  clsMiddleware,
-  runInClsNamespace,
-} from './cls-hooked.js';

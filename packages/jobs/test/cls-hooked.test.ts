@@ -25,14 +25,13 @@ import express from 'express';
 import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  Background,
   CLS_KEYS,
   type ClsDeadlineValues,
   clsFastifyHook,
   clsMiddleware,
-  type LoggerLike,
   runInClsNamespace,
-} from '../src/index.ts';
+} from '../src/cls-hooked.ts';
+import { Background, type LoggerLike } from '../src/index.ts';
 
 const ns = createNamespace<ClsDeadlineValues>('deadline-cls-test');
 

@@ -12,7 +12,7 @@
  *   test, `needsRequestContext` / `needsResponseContext`: a minimum would write the same lines).
  * `req.deadline` is an own property of the request: the cheapest way on Node 24 and 26, where this count is the
  * floor of the ≥ 0.95 goal (on Node 20 and 22 a property added to express's prototype-swapped request is a slow
- * runtime call and slows every later read of it: @deadline/express's prototypes.ts). It leaves out what needs no
+ * runtime call and slows every later read of it: @deadline/express's engine-paths.ts). It leaves out what needs no
  * code on this path (errors, checks of options, route limits).
  * A count of it is a floor under any middleware that keeps those promises, not a design.
  */
