@@ -75,7 +75,11 @@ export class IdempotencyKeys {
    */
   static fromKey(key: string): IdempotencyKeys {
     if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_LENGTH || !PRINTABLE.test(key)) {
-      throw new InvalidArgumentError('idempotencyKey', `1 to ${MAX_KEY_LENGTH} visible ASCII characters`, key);
+      throw new InvalidArgumentError(
+        'idempotencyKey',
+        `1 to ${MAX_KEY_LENGTH} visible ASCII characters and spaces`,
+        key,
+      );
     }
     return new IdempotencyKeys(key, '', key);
   }
