@@ -43,7 +43,6 @@ export {
   openTelemetry,
   openTelemetryRegistry,
   registeredOpenTelemetry,
-  setOpenTelemetryForTests,
 } from './opentelemetry/api.js';
 export { DeadlineAttributes, DeadlineEvents } from './opentelemetry/attributes.js';
 export {

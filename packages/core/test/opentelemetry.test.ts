@@ -15,7 +15,8 @@ import {
   runWithDeadline,
   traceFrom,
 } from '../src/index.ts';
-import { openTelemetryPropagates, setOpenTelemetryForTests, spanOfTrace } from '../src/internal.ts';
+import { openTelemetryPropagates, spanOfTrace } from '../src/internal.ts';
+import { setOpenTelemetryForTests } from '../src/opentelemetry/api.ts';
 
 const CALLER = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 const SPAN = { traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', traceFlags: 1 };
