@@ -46,8 +46,22 @@ export interface RpcLogger {
   warn(line: object, message: string): void;
 }
 
-/** How a service's trust option is made from {@link RpcServiceOptions.trust}, for a request of type `Call`. */
-export function trustOf<Call>(
+/**
+ * An adapter's service options made from the suite's: the same names, each set only when the suite sets it, and
+ * `trust` made from {@link RpcServiceOptions.trust} with `internal`, how a request of type `Call` says it is.
+ */
+export function serviceOptionsOf<Call>(options: RpcServiceOptions, internal: (call: Call) => boolean) {
+  return {
+    serviceName: options.serviceName,
+    ...(options.defaultMs === undefined ? {} : { defaultMs: options.defaultMs }),
+    ...(options.maxMs === undefined ? {} : { maxMs: options.maxMs }),
+    ...(options.minMs === undefined ? {} : { minMs: options.minMs }),
+    ...trustOf<Call>(options.trust, internal),
+    ...(options.logger === undefined ? {} : { logger: options.logger }),
+  };
+}
+
+function trustOf<Call>(
   trust: RpcServiceOptions['trust'],
   internal: (call: Call) => boolean,
 ): { trust: (call: Call) => boolean } | Record<string, never> {

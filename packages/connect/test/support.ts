@@ -24,7 +24,7 @@ import { currentContext } from '@deadline/core';
 import protobuf from 'protobufjs';
 import descriptor from 'protobufjs/ext/descriptor/index.js';
 import { expect } from 'vitest';
-import { type RpcClientDriver, trustOf } from '../../../test/support/rpc-client-conformance.ts';
+import { type RpcClientDriver, serviceOptionsOf } from '../../../test/support/rpc-client-conformance.ts';
 import { detachedSeen, events, type Seen, seen } from '../../../test/support/rpc-seen.ts';
 import {
   type ConnectClientDeadlineOptions,
@@ -171,14 +171,7 @@ export function connectDriver(protocol: Protocol): RpcClientDriver<ReturnType<ty
       const served = await serve(
         options === false
           ? false
-          : {
-              serviceName: options.serviceName,
-              ...(options.defaultMs === undefined ? {} : { defaultMs: options.defaultMs }),
-              ...(options.maxMs === undefined ? {} : { maxMs: options.maxMs }),
-              ...(options.minMs === undefined ? {} : { minMs: options.minMs }),
-              ...trustOf<ConnectRequest>(options.trust, (req) => req.header.get('x-internal') === '1'),
-              ...(options.logger === undefined ? {} : { logger: options.logger }),
-            },
+          : serviceOptionsOf<ConnectRequest>(options, (req) => req.header.get('x-internal') === '1'),
       );
       return { target: served.baseUrl, close: served.close };
     },

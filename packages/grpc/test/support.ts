@@ -7,7 +7,7 @@ import { currentContext } from '@deadline/core';
 import grpc, { type ServiceError } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import { expect } from 'vitest';
-import { type RpcClientDriver, trustOf } from '../../../test/support/rpc-client-conformance.ts';
+import { type RpcClientDriver, serviceOptionsOf } from '../../../test/support/rpc-client-conformance.ts';
 import { detachedSeen, events, type Seen, seen } from '../../../test/support/rpc-seen.ts';
 import { GRPC_JS_TIMER_LEAD_MS } from '../src/incoming-call.ts';
 import {
@@ -173,14 +173,7 @@ export const grpcDriver: RpcClientDriver<InventoryClient> = {
     const served = await serve(
       options === false
         ? false
-        : {
-            serviceName: options.serviceName,
-            ...(options.defaultMs === undefined ? {} : { defaultMs: options.defaultMs }),
-            ...(options.maxMs === undefined ? {} : { maxMs: options.maxMs }),
-            ...(options.minMs === undefined ? {} : { minMs: options.minMs }),
-            ...trustOf<GrpcServerCall>(options.trust, (call) => call.metadata.get('x-internal')[0] === '1'),
-            ...(options.logger === undefined ? {} : { logger: options.logger }),
-          },
+        : serviceOptionsOf<GrpcServerCall>(options, (call) => call.metadata.get('x-internal')[0] === '1'),
     );
     return { target: served.address, close: served.close };
   },
