@@ -56,15 +56,7 @@ export function httpClientConformance<Client>(driver: HttpClientDriver<Client>):
           driver.json(instance, server.url, { 'X-Request-Deadline': '99999', accept: 'text/plain', 'x-a': '1' }),
         );
         ctx.end();
-        const budget = Number(seen['x-request-deadline']);
-        expect(Number.isInteger(budget)).toBe(true);
-        expect(budget).toBeGreaterThanOrEqual(leftAfter(1_000, started));
-        expect(budget).toBeLessThanOrEqual(1_000);
-        expect(seen['grpc-timeout']).toMatch(/^\d+[mu]$/);
-        expect(Number(seen['connect-timeout-ms'])).toBe(budget);
-        expect(seen.traceparent).toMatch(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/);
-        expect(seen.tracestate).toBe('vendor=x');
-        expect(seen.accept).toBe('text/plain');
+        expectBudgetAndTrace(seen, started);
         expect(seen['x-a']).toBe('1');
       });
     });
@@ -186,4 +178,22 @@ export function httpClientConformance<Client>(driver: HttpClientDriver<Client>):
       });
     });
   });
+}
+
+/**
+ * What a downstream must see of a call made at `started` in a context of 1,000 ms on trace 0af76519…, asked for
+ * the gRPC and Connect dialects, with `accept: text/plain` and a caller-set `X-Request-Deadline` of its own: the
+ * budget left (whole ms) in all three dialects, the trace, the caller's other headers. Shared with the undici
+ * interceptor's test.
+ */
+export function expectBudgetAndTrace(seen: Record<string, string | undefined>, started: number): void {
+  const budget = Number(seen['x-request-deadline']);
+  expect(Number.isInteger(budget)).toBe(true);
+  expect(budget).toBeGreaterThanOrEqual(leftAfter(1_000, started));
+  expect(budget).toBeLessThanOrEqual(1_000);
+  expect(seen['grpc-timeout']).toMatch(/^\d+[mu]$/);
+  expect(Number(seen['connect-timeout-ms'])).toBe(budget);
+  expect(seen.traceparent).toMatch(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/);
+  expect(seen.tracestate).toBe('vendor=x');
+  expect(seen.accept).toBe('text/plain');
 }
