@@ -9,22 +9,31 @@
  *   timeout reply (`null`) at once, and the command is released on the server — the same reply, a few ms
  *   sooner. Never before it: the server's own `null`, should it come first by our clock, waits for it. Not
  *   `WAIT`: its timeout reply is a count only the server knows, so its timeout is the server's.
- * - otherwise its timeout is clamped into the budget, and it is released when the request dies first.
+ * - otherwise its timeout is clamped into the budget, and it is released when the request dies first. The
+ *   server's timeout reply to the clamped timeout (a little before the deadline, so that it never crosses our
+ *   timer) is the deadline's, not the command's: the caller gets the deadline error, at the deadline.
  *
  * Either way, an element popped in the race (its reply on the way when the caller was answered) is put back.
  */
 import { DeadlineExceededError } from '@deadline/core';
 import type { OutgoingCall } from '@deadline/core/internal';
 import { timerDelay } from '@deadline/core/internal';
-import { clampTimeout, nullAtTimeout, ownTimeoutMs, withTimeoutMs } from './blocking.js';
+import { clampTimeout, isTimeoutReply, nullAtTimeout, ownTimeoutMs, withTimeoutMs } from './blocking.js';
 import type { Turn } from './lane.js';
-import { mustWaitForReady, untilClusterReady, untilReady } from './ready.js';
-import { type Releaser, releaserOf, type Sent } from './release.js';
-import { connectionOf, isCluster } from './route.js';
-import type { RedisLike } from './types.js';
+import type { Releaser, Sent } from './release.js';
 
 type Args = (string | number | Buffer)[];
 type Send = (args: unknown[]) => Promise<unknown>;
+
+/** Where a blocking command goes, as its client routes it. @internal */
+export interface BlockingRoute {
+  /** Waits, within the call, until the client can tell which connection the command blocks (never rejects). */
+  beforeRouting(call: OutgoingCall): Promise<void>;
+  /** The releaser of the connection the command blocks; undefined when that cannot be told (not released early). */
+  releaser(command: string, args: unknown[]): Releaser | undefined;
+  /** Waits, within the call, until that connection can be written to (never rejects). */
+  beforeWrite(call: OutgoingCall): Promise<void>;
+}
 
 /**
  * A clamped command's server-side timeout ends this much before the call's: the server answers "nothing came"
@@ -33,18 +42,18 @@ type Send = (args: unknown[]) => Promise<unknown>;
 const SERVER_EARLY_MS = 20;
 
 /**
- * Outside a deadline context (and in callback style): the command as ioredis sends it — its timeout is its
+ * Outside a deadline context (and in callback style): the command as its client sends it — its timeout is its
  * own, nothing is released — only written in its turn, so that no UNBLOCK meant for another can reach it.
  * @internal
  */
-export function blockingInTurn(redis: RedisLike, command: string, args: unknown[], send: Send): Promise<unknown> {
-  const connection = connectionOf(redis, command, args);
-  return connection === undefined ? send(args) : releaserOf(connection).inTurn(() => send(args));
+export function blockingInTurn(route: BlockingRoute, command: string, args: unknown[], send: Send): Promise<unknown> {
+  const releaser = route.releaser(command, args);
+  return releaser === undefined ? send(args) : releaser.inTurn(() => send(args));
 }
 
 /** Under a deadline context: see the file's comment. @internal */
 export function boundedBlocking(
-  redis: RedisLike,
+  route: BlockingRoute,
   command: string,
   args: unknown[],
   send: Send,
@@ -110,27 +119,28 @@ export function boundedBlocking(
     if (exact) arm();
 
     const start = async () => {
-      if (mustWaitForReady(redis, call)) await untilReady(redis, call);
-      // A cluster routes by its slot map: a blocking command waits for it, to know which node it blocks.
-      if (isCluster(redis) && redis.status !== 'ready') await untilClusterReady(redis, call);
+      await route.beforeRouting(call);
       if (answered) return;
-      const connection = connectionOf(redis, command, args);
-      if (connection !== undefined) {
-        releaser = releaserOf(connection);
+      releaser = route.releaser(command, args);
+      if (releaser !== undefined) {
         turn = releaser.lane.enter();
         await Promise.race([turn.ready, answeredSignal]);
         if (answered) return;
         // The client may have dropped while the command waited for its turn.
-        if (mustWaitForReady(redis, call)) await untilReady(redis, call);
+        await route.beforeWrite(call);
         if (answered) return;
         await Promise.race([releaser.prepare(), answeredSignal]);
         if (answered) return;
       }
       const elapsed = call.elapsedMs();
       let a = args as Args;
+      /** Whether its server-side timeout is the budget's rather than its own. */
+      let clamped = false;
       if (exact) a = withTimeoutMs(command, a, own - elapsed);
       else if (call.timeoutMs !== undefined) {
-        a = clampTimeout(command, a, Math.max(1, call.timeoutMs - elapsed - SERVER_EARLY_MS));
+        const budget = Math.max(1, call.timeoutMs - elapsed - SERVER_EARLY_MS);
+        a = clampTimeout(command, a, budget);
+        clamped = own === 0 || own > budget;
       }
       const reply = send(a);
       if (releaser !== undefined && turn !== undefined) {
@@ -143,6 +153,8 @@ export function boundedBlocking(
           // The server counts the timeout on its own clock (the wall clock, which the OS may step), not ours: a
           // `null` there before it has passed here waits for the timer armed for it, so it is never early.
           if (!answered && exact && value === null && call.elapsedMs() < own) return;
+          // The budget's timeout: the call's stop, due within SERVER_EARLY_MS, answers with the deadline error.
+          if (!answered && clamped && isTimeoutReply(command, a, value)) return;
           if (!answered) {
             answered = true;
             clearTimeout(timer);

@@ -121,6 +121,15 @@ export function nullAtTimeout(command: string): boolean {
 }
 
 /**
+ * Whether `reply` is the command's answer at its timeout: "nothing" (`null`), or for `WAIT` fewer replicas than it
+ * asked for.
+ * @internal
+ */
+export function isTimeoutReply(command: string, args: Args, reply: unknown): boolean {
+  return BLOCKING[command]?.countsAtTimeout === true ? Number(reply) < Number(args[0]) : reply === null;
+}
+
+/**
  * The arguments with the server-side timeout set to `ms`, rounded up to whole ms (the server never answers
  * before `ms`), at least 1 (0 would mean "forever").
  * @internal

@@ -1,10 +1,11 @@
 /**
- * `@deadline/redis` — ioredis under the request deadline: commands not sent without time left, each bounded by
- * the remaining budget, blocking commands bounded on the server and released when the request dies, nothing
- * popped and lost.
+ * `@deadline/redis` — Redis under the request deadline, on ioredis or node-redis: commands not sent without time
+ * left, each bounded by the remaining budget, blocking commands bounded on the server and released when the
+ * request dies, nothing popped and lost.
  * @packageDocumentation
  */
 
+export type { PipelineLike, RedisLike } from './ioredis/types.js';
+export type { NodeRedisClientLike, NodeRedisClusterLike, NodeRedisPoolLike } from './node-redis/types.js';
 export type { RedisDeadlineOptions } from './options.js';
-export type { PipelineLike, RedisLike } from './types.js';
 export { withDeadline } from './with-deadline.js';

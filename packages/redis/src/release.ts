@@ -1,6 +1,7 @@
 /**
- * Releasing a blocked connection. Each ioredis connection (a `Redis` client, or one node's connection inside a
- * `Cluster`) gets one releaser: the lane its blocking commands take turns in, its connection id (asked again
+ * Releasing a blocked connection. Each server connection (an ioredis `Redis` client or one node's connection
+ * inside a `Cluster`, a node-redis client or one of its cluster's or pool's) gets one releaser, which sees it
+ * through the port of connection.ts: the lane its blocking commands take turns in, its connection id (asked again
  * each time it reconnects), and a side connection to the same server for `CLIENT UNBLOCK` and for putting back
  * what a released pop took.
  *
@@ -12,9 +13,8 @@
  */
 
 import { pushBackCommands } from './blocking.js';
+import type { RedisConnection } from './connection.js';
 import { Lane } from './lane.js';
-import { openSideConnection } from './side-connection.js';
-import type { ConnectionLike } from './types.js';
 import { firstOf } from './wait.js';
 
 /** A command written on the connection, until it has replied — or never will. @internal */
@@ -30,36 +30,31 @@ const nextPause = (ms: number) => Math.min(Math.max(1, ms * 2), MAX_PAUSE_MS);
 /** A push-back lost again and again (each try waits for the side connection to be back) is given up at last. */
 const MAX_PUSH_BACK_ATTEMPTS = 20;
 
-/** An error the server answered (`-ERR`, `-NOPERM`, `-WRONGTYPE`): asking again would get the same. */
-function isRefusal(error: unknown): boolean {
-  return (error as { name?: unknown } | null)?.name === 'ReplyError';
-}
-
 /** What releases one connection when the command blocking it is no longer awaited. @internal */
 export class Releaser {
   /** The connection's blocking commands, one on the wire at a time. */
   readonly lane = new Lane();
-  readonly #connection: ConnectionLike;
+  readonly #connection: RedisConnection;
   /** The current connection's id, once asked; unset from its close to the next connect. */
   #id: Promise<number | undefined> | undefined;
   /** `CLIENT ID` was refused: nothing can be released. */
   #refused = false;
-  #side: ConnectionLike | undefined;
+  #side: RedisConnection | undefined;
 
-  constructor(connection: ConnectionLike) {
+  constructor(connection: RedisConnection) {
     this.#connection = connection;
-    connection.on('close', () => {
+    const { emitter, events } = connection;
+    emitter.on(events.drop, () => {
       this.#id = undefined;
     });
-    // A new connection has a new id. Asked as soon as it is up, while ioredis still only sends its handshake
-    // (CLIENT is one): before it re-sends what the old connection left unanswered, a blocking command among
-    // them, behind which the question would wait.
-    connection.on('connect', () => {
+    // A new connection has a new id. Asked as soon as it is up, ahead of what the client sends again from the old
+    // connection (a blocking command among it, behind which the question would wait).
+    emitter.on(events.up, () => {
       if (this.#id === undefined && !this.#refused) this.#id = this.#askId();
     });
     // The side connection lives no longer than the connection it serves.
-    connection.on('end', () => {
-      this.#side?.disconnect();
+    emitter.on(events.end, () => {
+      this.#side?.close();
       this.#side = undefined;
     });
   }
@@ -70,8 +65,7 @@ export class Releaser {
    * opened ahead, so that a release is one write.
    */
   prepare(): Promise<number | undefined> {
-    if (this.#side === undefined && this.#connection.status !== 'end')
-      this.#side = openSideConnection(this.#connection);
+    if (this.#side === undefined && !this.#connection.ended) this.#side = this.#connection.openSide();
     this.#id ??= this.#askId();
     return this.#id;
   }
@@ -99,6 +93,7 @@ export class Releaser {
   /** Follows `reply`, the promise of a command written now, to when it has replied or never will. */
   track(reply: Promise<unknown>): Sent {
     const connection = this.#connection;
+    const drop = connection.events.drop;
     let done = false;
     let settle!: () => void;
     const settled = new Promise<void>((resolve) => {
@@ -107,16 +102,13 @@ export class Releaser {
     const finish = () => {
       if (done) return;
       done = true;
-      connection.off('close', finish);
+      connection.emitter.off(drop, finish);
       settle();
     };
     reply.then(finish, finish);
-    // Without autoResendUnfulfilledCommands, ioredis drops what a closed connection left unanswered and never
-    // settles it: from the close on, it is neither on the server nor coming back.
-    const resends = (connection as { options?: { autoResendUnfulfilledCommands?: unknown } }).options;
-    if (resends?.autoResendUnfulfilledCommands === false && connection.status === 'ready') {
-      connection.once('close', finish);
-    }
+    // A client that forgets what a dropped connection left unanswered never settles it: from the drop on, it is
+    // neither on the server nor coming back.
+    if (connection.forgetsAtDrop && connection.ready) connection.emitter.once(drop, finish);
     return {
       settled,
       get done() {
@@ -129,7 +121,7 @@ export class Releaser {
    * Releases the command `sent`, written on this connection, whose caller no longer waits for it: `CLIENT
    * UNBLOCK <id> TIMEOUT`, so that it returns as if its timeout had passed — nothing popped — and the commands
    * behind it go ahead. Asked again while it has not replied: when the UNBLOCK found nothing blocked (the
-   * server had not read it yet, or the connection dropped and ioredis is to re-send it), when the side
+   * server had not read it yet, or the connection dropped and the client is to re-send it), when the side
    * connection dropped with the UNBLOCK in flight (after it reconnects), and when the connection dropped after
    * the release (the re-sent command blocks anew, on the new connection, under its new id). Resolves once the
    * command has replied and no UNBLOCK sent for it is still unanswered; never rejects. `onReleased` is told
@@ -143,14 +135,14 @@ export class Releaser {
       if (sent.done || id === undefined || side === undefined) return;
       let released: number;
       try {
-        released = Number(await side.call('client', 'unblock', id, 'timeout'));
+        released = Number(await side.send(['CLIENT', 'UNBLOCK', String(id), 'TIMEOUT']));
       } catch (error) {
         // Refused (the user lacks CLIENT UNBLOCK): the command ends at its own clamped timeout.
-        if (isRefusal(error)) return;
-        // Lost with the side connection (an UNBLOCK is never re-sent by ioredis): asked again once it is back.
+        if (side.isRefusal(error)) return;
+        // Lost with the side connection (which never sends it again): asked again once it is back.
         // Its status may still say `ready` for a moment, its socket already gone: wait for an event or a pause,
         // never again at once, or this loop would spin without letting the close be seen.
-        await firstOf(side, ['ready'], sent.settled, pauseMs);
+        await firstOf(side.emitter, [side.events.ready], sent.settled, pauseMs);
         pauseMs = nextPause(pauseMs);
         continue;
       }
@@ -158,11 +150,11 @@ export class Releaser {
         // Its reply is on the way, unless the connection drops first and ioredis sends it again.
         onReleased?.();
         pauseMs = 0;
-        await firstOf(this.#connection, ['close'], sent.settled);
+        await firstOf(this.#connection.emitter, [this.#connection.events.drop], sent.settled);
         continue;
       }
       // Nothing blocked: its reply is on the way, or the server has not read it (yet, or again).
-      await firstOf(this.#connection, ['ready'], sent.settled, pauseMs);
+      await firstOf(this.#connection.emitter, [this.#connection.events.ready], sent.settled, pauseMs);
       pauseMs = nextPause(pauseMs);
     }
   }
@@ -180,12 +172,12 @@ export class Releaser {
         const side = await this.#readySide();
         if (side === undefined) return;
         try {
-          await side.call(name, ...rest);
+          await side.send([name, ...rest]);
           break;
         } catch (error) {
-          if (isRefusal(error)) break;
+          if (side.isRefusal(error)) break;
           // As in release(): never again at once.
-          await firstOf(side, ['ready'], undefined, pauseMs);
+          await firstOf(side.emitter, [side.events.ready], undefined, pauseMs);
           pauseMs = nextPause(pauseMs);
         }
       }
@@ -193,10 +185,10 @@ export class Releaser {
   }
 
   #askId(): Promise<number | undefined> {
-    const asked: Promise<number | undefined> = this.#connection.call('client', 'id').then(
+    const asked: Promise<number | undefined> = this.#connection.askId().then(
       (id) => Number(id),
       (error: unknown) => {
-        if (isRefusal(error)) this.#refused = true;
+        if (this.#connection.isRefusal(error)) this.#refused = true;
         // Dropped with the connection: asked again at its next connect.
         else if (this.#id === asked) this.#id = undefined;
         return undefined;
@@ -209,8 +201,9 @@ export class Releaser {
   async #currentId(sent: Sent): Promise<number | undefined> {
     for (;;) {
       const id = await this.#id;
-      if (id !== undefined || this.#refused || sent.done || this.#connection.status === 'end') return id;
-      await firstOf(this.#connection, ['connect', 'end'], sent.settled);
+      const connection = this.#connection;
+      if (id !== undefined || this.#refused || sent.done || connection.ended) return id;
+      await firstOf(connection.emitter, [connection.events.up, connection.events.end], sent.settled);
       // Listening to `connect` after the constructor's own listener: the new id is being asked by now.
     }
   }
@@ -219,31 +212,31 @@ export class Releaser {
    * The side connection once it is ready; undefined when `until` settles or the client ended first (its side
    * connection is then closed, which ends the wait).
    */
-  async #readySide(until?: Promise<unknown>): Promise<ConnectionLike | undefined> {
+  async #readySide(until?: Promise<unknown>): Promise<RedisConnection | undefined> {
     let stopped = false;
     until?.then(
       () => (stopped = true),
       () => (stopped = true),
     );
     for (;;) {
-      if (this.#connection.status === 'end') return undefined;
+      if (this.#connection.ended) return undefined;
       let side = this.#side;
-      if (side === undefined || side.status === 'end') side = this.#side = openSideConnection(this.#connection);
-      if (side.status === 'ready') return side;
-      await firstOf(side, ['ready', 'end'], until);
+      if (side === undefined || side.ended) side = this.#side = this.#connection.openSide();
+      if (side.ready) return side;
+      await firstOf(side.emitter, [side.events.ready, side.events.end], until);
       if (stopped) return undefined;
     }
   }
 }
 
-const releasers = new WeakMap<ConnectionLike, Releaser>();
+const releasers = new WeakMap<object, Releaser>();
 
-/** The releaser of `connection`, made on first use. @internal */
-export function releaserOf(connection: ConnectionLike): Releaser {
-  let releaser = releasers.get(connection);
+/** The releaser of the connection `client` (its port made by `port` on first use). @internal */
+export function releaserOf(client: object, port: () => RedisConnection): Releaser {
+  let releaser = releasers.get(client);
   if (releaser === undefined) {
-    releaser = new Releaser(connection);
-    releasers.set(connection, releaser);
+    releaser = new Releaser(port());
+    releasers.set(client, releaser);
   }
   return releaser;
 }

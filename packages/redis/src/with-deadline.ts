@@ -1,185 +1,63 @@
 /**
- * `withDeadline(redis)`: the client a service already has, wrapped (never the module patched). Inside a
- * deadline context each command is one `OutgoingCall`: not sent without time left (nor parked in the offline
- * queue while the server is away), rejected with the typed error when its budget runs out — ioredis keeps the
- * command in its queue, so later replies still match their commands. A blocking command is bounded on the
- * server too, answered at its own timeout to the millisecond, and released with `CLIENT UNBLOCK` when the
- * request dies first (blocking-call.ts). Outside a context: ioredis's own, except that blocking commands take
- * their turn on the connection like the others (lane.ts), so that no UNBLOCK reaches one it was not sent for.
+ * `withDeadline(client)`: one entry point for both clients. An ioredis client is wrapped in a `Proxy`
+ * (ioredis/client.ts); a node-redis client is bounded in place (node-redis/client.ts). Either way, inside a
+ * deadline context each command is bounded by the request's remaining budget and blocking commands are released
+ * when the request dies (blocking-call.ts); outside a context the client is as it was.
  */
-import type { CancelledError, DeadlineExceededError } from '@deadline/core';
-import { OutgoingCall, runWithCall, storage } from '@deadline/core/internal';
-import { isBlocking } from './blocking.js';
-import { blockingInTurn, boundedBlocking } from './blocking-call.js';
-import { type RedisDeadlineOptions, type ResolvedRedisOptions, resolveRedisOptions } from './options.js';
-import { mustWaitForReady, untilReady } from './ready.js';
-import { type Releaser, releaserOf } from './release.js';
-import { isCluster } from './route.js';
-import type { ConnectionLike, PipelineLike, RedisLike } from './types.js';
-
-type Stop = DeadlineExceededError | CancelledError;
+import { boundIoredis } from './ioredis/client.js';
+import type { RedisLike } from './ioredis/types.js';
+import { boundNodeRedis } from './node-redis/client.js';
+import {
+  boundNodeRedisCluster,
+  boundNodeRedisPool,
+  type NodeRedisClusterSelf,
+  type NodeRedisPoolSelf,
+} from './node-redis/topology.js';
+import {
+  type NodeRedisClientLike,
+  type NodeRedisClusterLike,
+  type NodeRedisPoolLike,
+  nodeRedisKind,
+} from './node-redis/types.js';
+import { type RedisDeadlineOptions, resolveRedisOptions } from './options.js';
 
 /**
- * Wraps an ioredis client: inside a deadline context its commands are bounded by the request's remaining
- * budget; blocking commands get a server-side timeout within it and are released when the request dies;
- * pipelines and `multi()` are bounded as a whole and not sent without time left.
+ * Bounds a Redis client by the request's deadline: an ioredis `Redis` or `Cluster` (wrapped in a `Proxy`, returned),
+ * or a node-redis client, cluster or pool (`createClient()`, `createCluster()`, `createClientPool()`: bounded in
+ * place, returned). Inside a deadline context its commands
+ * are bounded by the remaining budget and not sent without time left; blocking commands get a server-side timeout
+ * within it and are released when the request dies; pipelines and `multi()` are bounded as a whole. Outside a
+ * context the client is as it was.
  *
  * @example
  * ```ts
- * import Redis from 'ioredis';
  * import { withDeadline } from '@deadline/redis';
+ * import { Redis } from 'ioredis';
+ * import { createClient } from 'redis';
  *
- * const redis = withDeadline(new Redis(process.env.REDIS_URL), { name: 'sessions' });
+ * const sessions = withDeadline(new Redis(process.env.REDIS_URL), { name: 'sessions' });
+ * const cache = withDeadline(await createClient({ url: process.env.REDIS_URL }).connect(), { name: 'cache' });
  * app.get('/me', async (request) => {
- *   return JSON.parse((await redis.get(`session:${request.headers.cookie}`)) ?? 'null');
+ *   return JSON.parse((await sessions.get(`session:${request.headers.cookie}`)) ?? 'null');
  * });
  * ```
  */
-export function withDeadline<R extends RedisLike>(redis: R, options?: RedisDeadlineOptions): R {
+export function withDeadline<R extends RedisLike | NodeRedisClientLike | NodeRedisClusterLike | NodeRedisPoolLike>(
+  redis: R,
+  options?: RedisDeadlineOptions,
+): R {
   const resolved = resolveRedisOptions(options);
-  const commands = new Set(redis.getBuiltinCommands());
-  const run = (command: string, args: unknown[], buffers: boolean) =>
-    runCommand(redis, resolved, command, args, buffers);
-  return new Proxy(redis, {
-    get(target, property) {
-      if (typeof property === 'string') {
-        if (property === 'pipeline' || property === 'multi') {
-          return (...args: unknown[]) => {
-            const pipeline = (target[property] as (...a: unknown[]) => unknown).apply(target, args);
-            // `multi({ pipeline: false })` sends MULTI at once and returns a promise: nothing to bound.
-            return typeof (pipeline as PipelineLike | null)?.exec === 'function'
-              ? boundedPipeline(pipeline as PipelineLike, resolved, target)
-              : pipeline;
-          };
-        }
-        if (property === 'call' || property === 'callBuffer') {
-          return (command: string, ...args: unknown[]) => run(command.toLowerCase(), args, property === 'callBuffer');
-        }
-        const buffers = property.endsWith('Buffer');
-        const command = buffers ? property.slice(0, -'Buffer'.length) : property;
-        if (commands.has(command)) return (...args: unknown[]) => run(command, args, buffers);
-      }
-      const value = Reflect.get(target, property, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-}
-
-function runCommand(
-  redis: RedisLike,
-  resolved: ResolvedRedisOptions,
-  command: string,
-  args: unknown[],
-  buffers: boolean,
-): Promise<unknown> {
-  const send = (a: unknown[]) => (buffers ? redis.callBuffer(command, ...a) : redis.call(command, ...a));
-  const blocking = isBlocking(command, args as never);
-  // Outside a context, and the callback style (its last argument a function): what ioredis does — a blocking
-  // command only waits for its turn on the connection.
-  if (storage.getStore() === undefined || typeof args[args.length - 1] === 'function') {
-    const method = (redis as unknown as Record<string, ((...a: unknown[]) => Promise<unknown>) | undefined>)[
-      buffers ? `${command}Buffer` : command
-    ];
-    const direct = (a: unknown[]) => method?.apply(redis, a) ?? send(a);
-    return blocking ? blockingInTurn(redis, command, args, direct) : direct(args);
+  const self = (redis as { _self?: unknown })._self;
+  switch (nodeRedisKind(redis)) {
+    case 'client':
+      return boundNodeRedis(redis as NodeRedisClientLike, resolved) as R;
+    case 'cluster':
+      boundNodeRedisCluster(self as NodeRedisClusterSelf, resolved);
+      return redis;
+    case 'pool':
+      boundNodeRedisPool(self as NodeRedisPoolSelf, resolved);
+      return redis;
+    default:
+      return boundIoredis(redis as RedisLike, resolved) as R;
   }
-  let call: OutgoingCall;
-  try {
-    // A blocking command waits by design, to its timeout or the deadline: not a sign of a failing server, so
-    // the breaker neither guards nor counts it.
-    call = OutgoingCall.start(
-      `${resolved.name} ${command.toUpperCase()}`,
-      resolved,
-      blocking ? undefined : resolved.guard,
-    );
-  } catch (error) {
-    // No time left (or the circuit is open): nothing is written; rejected like any command, not thrown.
-    return Promise.reject(error);
-  }
-  // With the call in OpenTelemetry's context: instrumentation-ioredis's span, made inside, is the call's.
-  const sendInCall = (a: unknown[]) => runWithCall(call, () => send(a));
-  if (blocking) return boundedBlocking(redis, command, args, sendInCall, call);
-  return new Promise((resolve, reject) => {
-    let settled = false;
-    call.onStop((error: Stop) => {
-      if (settled) return;
-      settled = true;
-      call.end(error);
-      reject(error);
-    });
-    const start = async () => {
-      if (mustWaitForReady(redis, call)) await untilReady(redis, call);
-      if (settled) return;
-      sendInCall(args).then(
-        (value) => {
-          if (settled) return;
-          settled = true;
-          call.end();
-          resolve(value);
-        },
-        (error: unknown) => {
-          if (settled) return;
-          settled = true;
-          call.end(error);
-          reject(error);
-        },
-      );
-    };
-    start().catch((error: unknown) => {
-      if (settled) return;
-      settled = true;
-      call.end(error);
-      reject(error);
-    });
-  });
-}
-
-/** A pipeline or MULTI: bounded as a whole; not sent at all without time left. */
-function boundedPipeline(pipeline: PipelineLike, resolved: ResolvedRedisOptions, redis: RedisLike): PipelineLike {
-  const exec = pipeline.exec.bind(pipeline) as (...args: unknown[]) => ReturnType<PipelineLike['exec']>;
-  pipeline.exec = (...args: unknown[]) => {
-    const releaser = blockingPipelineOf(pipeline, redis);
-    // Outside a context, and the callback style: exactly what ioredis does (in its turn, if it may block).
-    if (storage.getStore() === undefined || typeof args[0] === 'function') {
-      return releaser === undefined ? exec(...args) : releaser.inTurn(() => exec(...args));
-    }
-    let call: OutgoingCall;
-    try {
-      call = OutgoingCall.start(`${resolved.name} PIPELINE`, resolved, resolved.guard);
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    // Not into the offline queue while reconnecting: it would be sent whenever the server comes back.
-    const send = async () => {
-      if (mustWaitForReady(redis, call)) await untilReady(redis, call);
-      if (call.stopReason !== undefined) throw call.stopReason;
-      return releaser === undefined ? exec() : releaser.inTurn(exec, (ready) => call.race(() => ready));
-    };
-    return call.race(send).then(
-      (results) => {
-        call.end();
-        return results;
-      },
-      (error: unknown) => {
-        call.end(error);
-        throw error;
-      },
-    );
-  };
-  return pipeline;
-}
-
-/**
- * The releaser whose lane a pipeline takes its turn in: one that holds a blocking command blocks its connection
- * as the command alone would, so an UNBLOCK meant for another must not reach it either. Undefined for the rest,
- * and on a cluster, whose pipeline goes to the node of its keys. ioredis keeps a pipeline's commands in
- * `_queue`; a pipeline without it is taken not to block.
- */
-function blockingPipelineOf(pipeline: PipelineLike, redis: RedisLike): Releaser | undefined {
-  if (isCluster(redis)) return undefined;
-  const queued = (pipeline as { _queue?: { name?: unknown; args?: unknown }[] })._queue;
-  const blocks = queued?.some(
-    (command) => typeof command.name === 'string' && isBlocking(command.name, (command.args ?? []) as never),
-  );
-  return blocks === true ? releaserOf(redis as ConnectionLike) : undefined;
 }

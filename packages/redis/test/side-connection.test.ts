@@ -8,8 +8,8 @@ import { currentContext, runWithDeadline } from '@deadline/core';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { REDIS, requireService } from '../../../test/support/services.ts';
-import { openSideConnection } from '../src/side-connection.ts';
-import type { ConnectionLike } from '../src/types.ts';
+import { openSideConnection } from '../src/ioredis/side-connection.ts';
+import type { ConnectionLike } from '../src/ioredis/types.ts';
 
 const available = await requireService(REDIS);
 

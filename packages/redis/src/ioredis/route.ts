@@ -2,9 +2,16 @@
  * Which connection a blocking command blocks. A `Redis` client is one connection. A `Cluster` sends each
  * command to a node's connection, chosen by the slot of its keys: `CLIENT ID` and `CLIENT UNBLOCK` have no key,
  * so sent through the cluster they would reach an arbitrary node; they must go to the node that holds the
- * blocked connection. The slot is computed by ioredis's own `Command`, as the cluster computes it.
+ * blocked connection. The slot is computed by ioredis's own `Command`, as the cluster computes it — loaded when a
+ * cluster first needs it, so that a service on node-redis alone need not install ioredis.
  */
-import { Command } from 'ioredis';
+
+import { createRequire } from 'node:module';
+import type { OutgoingCall } from '@deadline/core/internal';
+import type { BlockingRoute } from '../blocking-call.js';
+import { releaserOf } from '../release.js';
+import { ioredisConnection } from './connection.js';
+import { mustWaitForReady, untilClusterReady, untilReady } from './ready.js';
 import type { ConnectionLike, RedisLike } from './types.js';
 
 /** The parts of an ioredis `Cluster` that route a command. @internal */
@@ -33,6 +40,7 @@ export function connectionOf(redis: RedisLike, command: string, args: unknown[])
   let slot: number | null;
   try {
     const prefix = redis.options.keyPrefix;
+    Command ??= (createRequire(import.meta.url)('ioredis') as { Command: CommandClass }).Command;
     slot = new Command(command, args as never, prefix === undefined ? {} : { keyPrefix: prefix }).getSlot();
   } catch {
     return undefined;
@@ -44,4 +52,34 @@ export function connectionOf(redis: RedisLike, command: string, args: unknown[])
   const master = redis.slots[slot]?.[0];
   if (master === undefined) return undefined;
   return redis.nodes('master').find((node) => `${node.options.host}:${node.options.port}` === master);
+}
+
+type CommandClass = new (name: string, args: never, options: { keyPrefix?: string }) => { getSlot(): number | null };
+let Command: CommandClass | undefined;
+
+const routes = new WeakMap<RedisLike, BlockingRoute>();
+
+/** How an ioredis client routes a blocking command (made once per client). @internal */
+export function ioredisRoute(redis: RedisLike): BlockingRoute {
+  let route = routes.get(redis);
+  if (route === undefined) routes.set(redis, (route = routeOf(redis)));
+  return route;
+}
+
+function routeOf(redis: RedisLike): BlockingRoute {
+  const beforeWrite = async (call: OutgoingCall) => {
+    if (mustWaitForReady(redis, call)) await untilReady(redis, call);
+  };
+  return {
+    beforeRouting: async (call) => {
+      await beforeWrite(call);
+      // A cluster routes by its slot map: a blocking command waits for it, to know which node it blocks.
+      if (isCluster(redis) && redis.status !== 'ready') await untilClusterReady(redis, call);
+    },
+    releaser: (command, args) => {
+      const connection = connectionOf(redis, command, args);
+      return connection === undefined ? undefined : releaserOf(connection, () => ioredisConnection(connection));
+    },
+    beforeWrite,
+  };
 }
