@@ -17,7 +17,7 @@ export { IDEMPOTENCY_KEYS, IdempotencyKeys } from './keys.js';
 export type { IdempotencyOptions } from './options.js';
 export { type PgIdempotencyStore, type PgQueryable, type PgStoreOptions, pgStore } from './pg-store.js';
 export { type Answer, IdempotencyProblem } from './problems.js';
-export { type RedisScripting, type RedisStoreOptions, redisStore } from './redis-store.js';
+export { type NodeRedisScripting, type RedisScripting, type RedisStoreOptions, redisStore } from './redis-store.js';
 export { step } from './step.js';
 export type { Claim, ClaimInput, IdempotencyStore, StoredResponse } from './store.js';
 

@@ -9,7 +9,7 @@ import { InvalidArgumentError } from '@deadline/core';
 import type { Claim, IdempotencyStore } from './store.js';
 
 /**
- * What `redisStore()` needs of a client: an ioredis `Redis` or `Cluster` (or `@deadline/redis`'s wrapper).
+ * What `redisStore()` needs of an ioredis client: an ioredis `Redis` or `Cluster` (or `@deadline/redis`'s wrapper).
  *
  * @example
  * ```ts
@@ -19,6 +19,45 @@ import type { Claim, IdempotencyStore } from './store.js';
 export interface RedisScripting {
   /** A command whose bulk replies stay bytes (a stored body is not text). */
   callBuffer(command: string, args: (string | Buffer | number)[]): Promise<unknown>;
+}
+
+/**
+ * What `redisStore()` needs of a node-redis client: a client, cluster or pool of the `redis` package (v5 or v6),
+ * bounded by `@deadline/redis` or not.
+ *
+ * @example
+ * ```ts
+ * const client: NodeRedisScripting = await createClient({ url: process.env.REDIS_URL }).connect();
+ * ```
+ */
+export interface NodeRedisScripting {
+  /** `sendCommand(args, options)`; on a cluster `sendCommand(firstKey, isReadonly, args, options)`. */
+  sendCommand(...args: never[]): Promise<unknown>;
+}
+
+type Args = (string | Buffer | number)[];
+type CallBuffer = (command: string, args: Args) => Promise<unknown>;
+
+/** node-redis's RESP type of a bulk string (`$`), whose replies are kept as Buffers. */
+const BLOB_STRING = 36;
+const AS_BUFFERS = { typeMapping: { [BLOB_STRING]: Buffer } };
+
+/** How to send a script on `redis`, with bulk replies as Buffers; undefined for something else. */
+function callBufferOf(redis: RedisScripting | NodeRedisScripting): CallBuffer | undefined {
+  if (typeof (redis as RedisScripting | null)?.callBuffer === 'function') {
+    const ioredis = redis as RedisScripting;
+    return (command, args) => ioredis.callBuffer(command, args);
+  }
+  const send = (redis as { sendCommand?: unknown } | null)?.sendCommand;
+  if (typeof send !== 'function') return undefined;
+  // node-redis takes strings and Buffers only.
+  const line = (command: string, args: Args) => [command, ...args.map((a) => (typeof a === 'number' ? String(a) : a))];
+  const self = (redis as { _self?: { _slots?: unknown } })._self;
+  if (self?._slots !== undefined) {
+    // A cluster routes by the first key: EVALSHA's and EVAL's is after the script and the key count.
+    return (command, args) => send.call(redis, args[2], false, line(command, args), AS_BUFFERS) as Promise<unknown>;
+  }
+  return (command, args) => send.call(redis, line(command, args), AS_BUFFERS) as Promise<unknown>;
 }
 
 /**
@@ -90,7 +129,7 @@ const SCRIPTS = {
 };
 
 /**
- * A store in Redis, on the client given (an ioredis `Redis` or `Cluster`).
+ * A store in Redis, on the client given: an ioredis `Redis` or `Cluster`, or a node-redis client, cluster or pool.
  *
  * @example
  * ```ts
@@ -100,21 +139,29 @@ const SCRIPTS = {
  * app.use(express.json(), idempotency({ store: redisStore(new Redis(process.env.REDIS_URL)) }));
  * ```
  */
-export function redisStore(redis: RedisScripting, options: RedisStoreOptions = {}): IdempotencyStore {
-  if (typeof redis?.callBuffer !== 'function') {
-    throw new InvalidArgumentError('redis', 'an ioredis Redis or Cluster', redis);
+export function redisStore(
+  redis: RedisScripting | NodeRedisScripting,
+  options: RedisStoreOptions = {},
+): IdempotencyStore {
+  const callBuffer = callBufferOf(redis);
+  if (callBuffer === undefined) {
+    throw new InvalidArgumentError(
+      'redis',
+      'an ioredis Redis or Cluster, or a node-redis client, cluster or pool',
+      redis,
+    );
   }
   const prefix = options.prefix ?? 'deadline:idem:';
   if (typeof prefix !== 'string') throw new InvalidArgumentError('prefix', 'a string', prefix);
   // One hash tag for both keys of a record: a script may only touch keys of one cluster slot.
   const record = (scope: string) => `${prefix}{${scope}}`;
   const steps = (scope: string) => `${prefix}{${scope}}:steps`;
-  const run = async (s: Script, keys: string[], args: (string | Buffer | number)[]): Promise<unknown> => {
+  const run = async (s: Script, keys: string[], args: Args): Promise<unknown> => {
     try {
-      return await redis.callBuffer('EVALSHA', [s.sha, keys.length, ...keys, ...args]);
+      return await callBuffer('EVALSHA', [s.sha, keys.length, ...keys, ...args]);
     } catch (error) {
       if (!String((error as Error | null)?.message).startsWith('NOSCRIPT')) throw error;
-      return redis.callBuffer('EVAL', [s.text, keys.length, ...keys, ...args]);
+      return callBuffer('EVAL', [s.text, keys.length, ...keys, ...args]);
     }
   };
 

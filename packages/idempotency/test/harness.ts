@@ -9,6 +9,7 @@ import express from 'express';
 import Fastify from 'fastify';
 import { Redis } from 'ioredis';
 import pg from 'pg';
+import { createClient } from 'redis';
 import { POSTGRES, REDIS } from '../../../test/support/services.js';
 import {
   fastifyIdempotency,
@@ -20,7 +21,8 @@ import {
 } from '../src/index.js';
 
 export type Host = 'fastify' | 'express';
-export type StoreName = 'pg' | 'redis';
+/** `redis` is the Redis store on ioredis, `node-redis` the same store on node-redis. */
+export type StoreName = 'pg' | 'redis' | 'node-redis';
 
 /** What a handler answers: status and JSON body. */
 export interface Answer {
@@ -105,12 +107,15 @@ export async function openStore(name: StoreName): Promise<{ store: IdempotencySt
   }
   const redis = new Redis(REDIS.url);
   const prefix = `deadline:idem:${unique}:`;
+  // The store on node-redis, or on the ioredis client that also cleans up.
+  const client = name === 'node-redis' ? await createClient({ url: REDIS.url }).connect() : undefined;
   return {
-    store: redisStore(redis, { prefix }),
+    store: redisStore(client ?? redis, { prefix }),
     async end() {
       const keys = await redis.keys(`${prefix}*`);
       if (keys.length > 0) await redis.del(...keys);
       redis.disconnect();
+      client?.destroy();
     },
   };
 }

@@ -40,6 +40,7 @@ const combos: [StoreName, Host][] = [
   ['pg', 'express'],
   ['redis', 'fastify'],
   ['redis', 'express'],
+  ['node-redis', 'fastify'],
 ];
 
 describe.runIf(available).each(combos)('%s store, %s', (storeName, host) => {

@@ -9,15 +9,16 @@
  *   a raw CancelRequest on a new connection, sent at the deadline's exact instant without the library.
  * - MariaDB: `SELECT SLEEP(5)` under a 50 ms budget (`@deadline/mysql`); from the deadline to the first poll of
  *   `information_schema.PROCESSLIST` that no longer shows it (goal: p99 ≤ 20 ms).
- * - Redis: `BLPOP key 0` in a context cancelled while it blocks (`@deadline/redis`); from the cancel to the
- *   moment the released command's reply (Redis answers an unblocked BLPOP at once) reaches this process on the
- *   blocked connection (goal: p99 ≤ 10 ms) — as for Postgres, an upper bound of the release with no poll
+ * - Redis: `BLPOP key 0` in a context cancelled while it blocks (`@deadline/redis`), on ioredis and on node-redis;
+ *   from the cancel to the moment the released command's reply (Redis answers an unblocked BLPOP at once) reaches
+ *   this process on the blocked connection (goal: p99 ≤ 10 ms) — as for Postgres, an upper bound of the release with no poll
  *   competing for the server; a `CLIENT LIST` afterwards checks the connection is no longer blocked.
  *
  * The MariaDB watcher has a connection of its own and polls query after query, without sleeping, from just
  * before the deadline until the work is gone; a poll's time is when its answer arrived (an upper bound). A service that does not answer is reported as skipped, with the reason; this never throws
  * and prints nothing.
  */
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { connect, Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CancelledError, createContext, currentDeadline, DeadlineExceededError, runWithDeadline } from '@deadline/core';
@@ -27,6 +28,7 @@ import { withDeadline as redisWithDeadline } from '@deadline/redis';
 import { Redis } from 'ioredis';
 import { createConnection, createPool, type RowDataPacket } from 'mysql2/promise';
 import pg from 'pg';
+import { createClient } from 'redis';
 import { type LatencyRow, latencyRow, skippedRow } from '../shared/precision-stats.js';
 
 export interface CancelLatencyOptions {
@@ -39,7 +41,7 @@ export interface CancelLatencyOptions {
 export interface CancelLatencyReport {
   /** The budget the database statements run under (ms). */
   budgetMs: number;
-  /** Postgres, MariaDB, Redis, in that order; `skipped` set on a row whose service did not answer. */
+  /** Postgres, MariaDB, Redis (ioredis, node-redis), in that order; `skipped` set on a row whose service did not answer. */
   rows: LatencyRow[];
   /** What the server itself needs, measured alternately with the library's row, the same way: Postgres. */
   floors: LatencyRow[];
@@ -62,6 +64,7 @@ const ROWS = {
   postgresFloor: { name: 'Postgres floor: raw CancelRequest at the deadline → 57014 received', goalMs: 10 },
   mysql: { name: 'MariaDB: deadline → statement killed', goalMs: 20 },
   redis: { name: 'Redis: cancel → released BLPOP answered', goalMs: 10 },
+  nodeRedis: { name: 'Redis on node-redis: cancel → released BLPOP answered', goalMs: 10 },
 } as const;
 
 export async function measureCancelLatency(
@@ -91,7 +94,8 @@ export async function measureCancelLatency(
   }
   for (const [key, measure] of [
     ['mysql', measureMysql],
-    ['redis', measureRedis],
+    ['redis', (r: Runs, t: (run: number) => void) => measureRedis(r, t, ioredisClient)],
+    ['nodeRedis', (r: Runs, t: (run: number) => void) => measureRedis(r, t, nodeRedisClient)],
   ] as const) {
     try {
       rows.push(row(key, await measure(runs, tick(ROWS[key].name.split(':')[0] as string))));
@@ -363,19 +367,86 @@ async function measureMysql(runs: Runs, tick: (run: number) => void): Promise<nu
   }
 }
 
-async function measureRedis(runs: Runs, tick: (run: number) => void): Promise<number[]> {
-  const url = REDIS_URL();
-  await reachable('Redis', url);
-  // Fail rather than retry for ever (a service gone away must not hang the benchmark).
-  const options = { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null, connectTimeout: 5_000 };
-  const raw = new Redis(url, options);
-  const admin = new Redis(url, options);
-  raw.on('error', () => {});
-  admin.on('error', () => {});
+/** A blocking client under test: its connection's id and socket, a BLPOP through `@deadline/redis`, closing it. */
+interface BlockingClient {
+  id: string;
+  /** The blocked connection's socket: nothing else is sent on it while it blocks. */
+  socket: Socket;
+  blpop(key: string): Promise<unknown>;
+  close(): void;
+}
+
+/** The socket a client opens while `connect()` runs, seen on Node's `net.client.socket` channel. */
+async function socketOpenedBy(connect: () => Promise<unknown>): Promise<Socket> {
+  const sockets: Socket[] = [];
+  const seen = ({ socket }: { socket: Socket }) => sockets.push(socket);
+  subscribe('net.client.socket', seen as (message: unknown) => void);
   try {
-    await connecting('Redis', Promise.all([raw.connect(), admin.connect()]));
+    await connect();
+  } finally {
+    unsubscribe('net.client.socket', seen as (message: unknown) => void);
+  }
+  const socket = sockets.at(-1);
+  if (socket === undefined) throw new Error('no socket seen while connecting');
+  return socket;
+}
+
+/** ioredis, failing rather than retrying for ever (a service gone away must not hang the benchmark). */
+async function ioredisClient(url: string): Promise<BlockingClient> {
+  const raw = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 1,
+    retryStrategy: () => null,
+    connectTimeout: 5_000,
+  });
+  raw.on('error', () => {});
+  try {
+    await connecting('Redis', raw.connect());
     const redis = redisWithDeadline(raw);
     const id = String(await raw.client('ID'));
+    const socket = (raw as unknown as { stream: Socket }).stream;
+    return { id, socket, blpop: (key) => redis.blpop(key, 0), close: () => raw.disconnect() };
+  } catch (error) {
+    raw.disconnect();
+    throw error;
+  }
+}
+
+/** node-redis, likewise. */
+async function nodeRedisClient(url: string): Promise<BlockingClient> {
+  const raw = createClient({ url, socket: { reconnectStrategy: false, connectTimeout: 5_000 } });
+  raw.on('error', () => {});
+  try {
+    const socket = await socketOpenedBy(() => connecting('Redis', raw.connect()));
+    const redis = redisWithDeadline(raw);
+    const id = String(await raw.clientId());
+    return { id, socket, blpop: (key) => redis.blPop(key, 0), close: () => raw.destroy() };
+  } catch (error) {
+    raw.destroy();
+    throw error;
+  }
+}
+
+async function measureRedis(
+  runs: Runs,
+  tick: (run: number) => void,
+  open: (url: string) => Promise<BlockingClient>,
+): Promise<number[]> {
+  const url = REDIS_URL();
+  await reachable('Redis', url);
+  const admin = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 1,
+    retryStrategy: () => null,
+    connectTimeout: 5_000,
+  });
+  admin.on('error', () => {});
+  let client: BlockingClient | undefined;
+  try {
+    await connecting('Redis', admin.connect());
+    client = await open(url);
+    const { id, socket } = client;
+    const blpop = client.blpop;
     const key = `deadline:bench:${process.pid}:blpop`;
     await admin.del(key);
     /** Whether the connection is blocked now (CLIENT LIST, flag b). */
@@ -387,7 +458,7 @@ async function measureRedis(runs: Runs, tick: (run: number) => void): Promise<nu
     const once = async () => {
       const ctx = createContext({ root: true, deadline: 60_000 });
       const pending = ctx
-        .run(() => redis.blpop(key, 0))
+        .run(() => blpop(key))
         .then(
           () => undefined,
           (error: unknown) => error,
@@ -398,8 +469,7 @@ async function measureRedis(runs: Runs, tick: (run: number) => void): Promise<nu
           if (performance.now() > limit) throw new Error('BLPOP never seen blocked');
         }
         // Nothing else is sent on this connection while it blocks: its next bytes are the released command's reply.
-        const stream = (raw as unknown as { stream: Socket }).stream;
-        const answered = new Promise<number>((resolve) => stream.once('data', () => resolve(performance.now())));
+        const answered = new Promise<number>((resolve) => socket.once('data', () => resolve(performance.now())));
         const cancelledAt = performance.now();
         ctx.cancel(new CancelledError('the client left', { reason: 'client-disconnected' }));
         const releasedAt = await Promise.race([answered, sleep(LIMIT_MS).then(() => Number.NaN)]);
@@ -416,7 +486,7 @@ async function measureRedis(runs: Runs, tick: (run: number) => void): Promise<nu
     };
     return await repeat(runs, tick, once);
   } finally {
-    raw.disconnect();
+    client?.close();
     admin.disconnect();
   }
 }
