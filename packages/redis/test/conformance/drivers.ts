@@ -17,12 +17,15 @@ export interface OpenOptions {
   resp?: 2 | 3 | undefined;
   /** Reconnect at once, forever (a fault test waits for the reconnect). */
   quickReconnect?: boolean | undefined;
+  /** The app's own `'error'` listener (one that ignores them when absent). */
+  onError?: ((error: Error) => void) | undefined;
 }
 
 /** What the suite does with a client, in that client's own API. */
 export interface ClientOps {
   get(key: string): Promise<string | null>;
   set(key: string, value: string): Promise<unknown>;
+  incr(key: string): Promise<number>;
   /** Resolves `[key, element]`, or null at its timeout. */
   blpop(key: string, seconds: number): Promise<[string, string] | null>;
   /** Resolves the member popped, or null at its timeout. */
@@ -77,7 +80,7 @@ function ioredisDriver(label: string, Client: typeof IORedis5 | typeof IORedis6)
         ...(options.resp === undefined ? {} : { protocol: options.resp }),
         ...(options.quickReconnect ? { retryStrategy: () => 10 } : {}),
       } as never);
-      client.on('error', () => {});
+      client.on('error', options.onError ?? (() => {}));
       await client.ping();
       return client;
     },
@@ -93,6 +96,7 @@ function ioredisDriver(label: string, Client: typeof IORedis5 | typeof IORedis6)
       return {
         get: (key) => redis.get(key),
         set: (key, value) => redis.set(key, value),
+        incr: (key) => redis.incr(key),
         blpop: (key, seconds) => redis.blpop(key, seconds),
         bzpopmin: async (key, seconds) => ((await redis.bzpopmin(key, seconds)) as string[] | null)?.[1] ?? null,
         xreadBlock: async (key, ms) => {
@@ -150,7 +154,7 @@ function nodeRedisDriver(
         ...(options.resp === undefined ? {} : { RESP: options.resp, unstableResp3: true }),
         ...(options.quickReconnect ? { socket: { reconnectStrategy: () => 10 } } : {}),
       } as never) as NodeRedis;
-      client.on('error', () => {});
+      client.on('error', options.onError ?? (() => {}));
       await client.connect();
       return client;
     },
@@ -167,6 +171,7 @@ function nodeRedisDriver(
       return {
         get: (key) => redis.get(key) as Promise<string | null>,
         set: (key, value) => redis.set(key, value),
+        incr: (key) => redis.incr(key),
         blpop: async (key, seconds) => {
           const reply = await redis.blPop(key, seconds);
           return reply === null ? null : [reply.key as string, reply.element as string];
