@@ -6,6 +6,11 @@
  */
 
 export type { PipelineLike, RedisLike } from './ioredis/types.js';
-export type { NodeRedisClientLike, NodeRedisClusterLike, NodeRedisPoolLike } from './node-redis/types.js';
+export type {
+  NodeRedisClientLike,
+  NodeRedisClusterLike,
+  NodeRedisPoolLike,
+  NodeRedisSentinelLike,
+} from './node-redis/types.js';
 export type { RedisDeadlineOptions } from './options.js';
 export { withDeadline } from './with-deadline.js';

@@ -4,27 +4,31 @@
  * deadline context each command is bounded by the request's remaining budget and blocking commands are released
  * when the request dies (blocking-call.ts); outside a context the client is as it was.
  */
+import { InvalidArgumentError } from '@deadline/core';
 import { boundIoredis } from './ioredis/client.js';
 import type { RedisLike } from './ioredis/types.js';
 import { boundNodeRedis } from './node-redis/client.js';
 import {
   boundNodeRedisCluster,
   boundNodeRedisPool,
+  boundNodeRedisSentinel,
   type NodeRedisClusterSelf,
   type NodeRedisPoolSelf,
+  type NodeRedisSentinelSelf,
 } from './node-redis/topology.js';
 import {
   type NodeRedisClientLike,
   type NodeRedisClusterLike,
   type NodeRedisPoolLike,
+  type NodeRedisSentinelLike,
   nodeRedisKind,
 } from './node-redis/types.js';
 import { type RedisDeadlineOptions, resolveRedisOptions } from './options.js';
 
 /**
  * Bounds a Redis client by the request's deadline: an ioredis `Redis` or `Cluster` (wrapped in a `Proxy`, returned),
- * or a node-redis client, cluster or pool (`createClient()`, `createCluster()`, `createClientPool()`: bounded in
- * place, returned). Inside a deadline context its commands
+ * or a node-redis client, cluster, pool or Sentinel (`createClient()`, `createCluster()`, `createClientPool()`,
+ * `createSentinel()`: bounded in place, returned). Inside a deadline context its commands
  * are bounded by the remaining budget and not sent without time left; blocking commands get a server-side timeout
  * within it and are released when the request dies; pipelines and `multi()` are bounded as a whole. Outside a
  * context the client is as it was.
@@ -42,12 +46,11 @@ import { type RedisDeadlineOptions, resolveRedisOptions } from './options.js';
  * });
  * ```
  */
-export function withDeadline<R extends RedisLike | NodeRedisClientLike | NodeRedisClusterLike | NodeRedisPoolLike>(
-  redis: R,
-  options?: RedisDeadlineOptions,
-): R {
+export function withDeadline<
+  R extends RedisLike | NodeRedisClientLike | NodeRedisClusterLike | NodeRedisPoolLike | NodeRedisSentinelLike,
+>(redis: R, options?: RedisDeadlineOptions): R {
   const resolved = resolveRedisOptions(options);
-  const self = (redis as { _self?: unknown })._self;
+  const self = (redis as { _self?: unknown } | undefined)?._self;
   switch (nodeRedisKind(redis)) {
     case 'client':
       return boundNodeRedis(redis as NodeRedisClientLike, resolved) as R;
@@ -57,7 +60,23 @@ export function withDeadline<R extends RedisLike | NodeRedisClientLike | NodeRed
     case 'pool':
       boundNodeRedisPool(self as NodeRedisPoolSelf, resolved);
       return redis;
+    case 'sentinel':
+      boundNodeRedisSentinel(self as NodeRedisSentinelSelf, resolved);
+      return redis;
     default:
-      return boundIoredis(redis as RedisLike, resolved) as R;
+      if (!isIoredis(redis)) {
+        throw new InvalidArgumentError(
+          'redis',
+          'an ioredis Redis or Cluster, or a node-redis client, cluster, pool or Sentinel',
+          redis,
+        );
+      }
+      return boundIoredis(redis, resolved) as R;
   }
+}
+
+/** Whether `value` has what the ioredis wrapper uses of a client. */
+function isIoredis(value: unknown): value is RedisLike {
+  const client = value as Partial<RedisLike> | null;
+  return typeof client?.call === 'function' && typeof client.getBuiltinCommands === 'function';
 }

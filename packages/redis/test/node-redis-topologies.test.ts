@@ -1,18 +1,27 @@
 /**
- * @deadline/redis on node-redis's cluster (`createCluster()`, three masters started by the test) and pool
- * (`createClientPool()`), node-redis 5 and 6: each client they hand out is bounded as a single client is, a
- * blocked node connection is released on the node that holds it, and the wait for the slot map or a free pool
- * client ends with the request.
+ * @deadline/redis on node-redis's cluster (`createCluster()`, three masters started by the test), pool
+ * (`createClientPool()`) and Sentinel (`createSentinel()`, a master and a Sentinel started by the test), node-redis
+ * 5 and 6: each client they hand out is bounded as a single client is, a blocked node connection is released on the
+ * node that holds it, and the wait for the slot map or a free pool client ends with the request.
  */
 import { CancelledError, createContext, DeadlineExceededError, runWithDeadline } from '@deadline/core';
 import type { Redis } from 'ioredis';
-import { createClientPool as createClientPool6, createCluster as createCluster6 } from 'redis';
-import { createClientPool as createClientPool5, createCluster as createCluster5 } from 'redis5';
+import {
+  createClientPool as createClientPool6,
+  createCluster as createCluster6,
+  createSentinel as createSentinel6,
+} from 'redis';
+import {
+  createClientPool as createClientPool5,
+  createCluster as createCluster5,
+  createSentinel as createSentinel5,
+} from 'redis5';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REDIS, requireService } from '../../../test/support/services.ts';
 import { withDeadline } from '../src/index.ts';
 import { clientList, percentile } from './connections.ts';
 import { canStartCluster, startCluster, type TestCluster } from './redis-cluster.ts';
+import { SENTINEL_MASTER, startSentinel, type TestSentinel } from './redis-sentinel.ts';
 
 const clusterAvailable = await canStartCluster();
 if (!clusterAvailable) {
@@ -23,8 +32,18 @@ if (!clusterAvailable) {
 const redisAvailable = await requireService(REDIS);
 
 const VERSIONS = [
-  { label: 'node-redis 5', createCluster: createCluster5, createClientPool: createClientPool5 },
-  { label: 'node-redis 6', createCluster: createCluster6, createClientPool: createClientPool6 },
+  {
+    label: 'node-redis 5',
+    createCluster: createCluster5,
+    createClientPool: createClientPool5,
+    createSentinel: createSentinel5,
+  },
+  {
+    label: 'node-redis 6',
+    createCluster: createCluster6,
+    createClientPool: createClientPool6,
+    createSentinel: createSentinel6,
+  },
 ] as const;
 
 let keyNumber = 0;
@@ -227,6 +246,71 @@ describe.runIf(redisAvailable)('@deadline/redis on node-redis pools', () => {
         }
         expect(count).toEqual({ lost: 0, duplicated: 0 });
       });
+    });
+  }
+});
+
+describe.runIf(clusterAvailable)('@deadline/redis on node-redis Sentinels (a master and one Sentinel)', () => {
+  let testSentinel: TestSentinel;
+  const closers: (() => unknown)[] = [];
+  beforeAll(async () => {
+    testSentinel = await startSentinel();
+  }, 30_000);
+  afterAll(async () => {
+    for (const close of closers) await close();
+    await testSentinel?.stop();
+  });
+
+  for (const version of VERSIONS) {
+    describe(version.label, () => {
+      let nameNumber = 0;
+      const open = async () => {
+        const name = `deadline-topo-sentinel-${process.pid}-${++nameNumber}`;
+        const raw = (version.createSentinel as typeof createSentinel6)({
+          name: SENTINEL_MASTER,
+          sentinelRootNodes: [testSentinel.sentinel],
+          nodeClientOptions: { name },
+        });
+        raw.on('error', () => {});
+        await raw.connect();
+        closers.push(() => raw.destroy());
+        return { sentinel: withDeadline(raw, { name: 'primary' }), name };
+      };
+
+      it('commands and MULTI bounded, nothing written without time left; BLPOP released on the master, nothing lost', async () => {
+        const { sentinel, name } = await open();
+        const admin = testSentinel.master.admin;
+        const k = key();
+        await runWithDeadline(2_000, async () => {
+          await sentinel.set(k, 'a');
+          expect(await sentinel.get(k)).toBe('a');
+          expect(await sentinel.multi().set(k, 'b').get(k).exec()).toEqual(['OK', 'b']);
+        });
+        const ctx = createContext({ root: true, deadline: 0.5 });
+        expect(await ctx.run(() => sentinel.set(k, 'written?')).catch((e: unknown) => e)).toMatchObject({
+          phase: 'before-call',
+          target: expect.stringMatching(/^primary /),
+        });
+        expect(await admin.get(k)).toBe('b');
+        const error = await runWithDeadline(300, () => sentinel.blPop(key(), 0)).catch((e: unknown) => e);
+        expect(error).toMatchObject({ target: 'primary BLPOP' });
+        await untilBlocked([admin], name, false, 1_000);
+        const count = { lost: 0, duplicated: 0 };
+        for (let i = 0; i < 100; i++) {
+          const q = key();
+          const race = createContext({ root: true, deadline: 60_000 });
+          const pending = race.run(() => sentinel.blPop(q, 0)).catch((e: unknown) => e);
+          if (i % 2 === 0) await untilBlocked([admin], name, true);
+          await Promise.all([admin.lpush(q, `e${i}`), Promise.resolve().then(() => race.cancel('client left'))]);
+          expect(await pending).toBeInstanceOf(CancelledError);
+          const end = performance.now() + 2_000;
+          let length = await admin.llen(q);
+          while (length < 1 && performance.now() < end) length = await admin.llen(q);
+          if (length === 0) count.lost++;
+          if (length > 1) count.duplicated++;
+        }
+        expect(count).toEqual({ lost: 0, duplicated: 0 });
+      }, 60_000);
     });
   }
 });

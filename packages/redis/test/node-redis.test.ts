@@ -4,7 +4,7 @@
  * inside a request does not tie the socket to it, and the app's `'error'` listener — added through the object
  * `createClient()` hands out, whose prototype is the client — survives the waits this package adds on the client.
  */
-import { currentContext, DeadlineExceededError, runWithDeadline } from '@deadline/core';
+import { currentContext, DeadlineExceededError, InvalidArgumentError, runWithDeadline } from '@deadline/core';
 import { Redis } from 'ioredis';
 import { createClient, RESP_TYPES } from 'redis';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -28,6 +28,18 @@ async function connected(name?: string) {
 describe.runIf(available)('@deadline/redis on node-redis: in place', () => {
   afterAll(() => {
     for (const close of closers) close();
+  });
+
+  it('something that is no client: a clear error naming what it takes', () => {
+    for (const value of [undefined, {}, { sendCommand() {} }, 'redis://127.0.0.1:6379']) {
+      expect(() => withDeadline(value as never)).toThrow(
+        new InvalidArgumentError(
+          'redis',
+          'an ioredis Redis or Cluster, or a node-redis client, cluster, pool or Sentinel',
+          value,
+        ),
+      );
+    }
   });
 
   it('returns the client itself; a second call changes its options', async () => {

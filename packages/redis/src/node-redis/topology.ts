@@ -1,14 +1,15 @@
 /**
- * node-redis's cluster (`createCluster()`) and pool (`createClientPool()`): neither sends a command itself. Each
- * hands it to one of its clients — a cluster to the client of the node its key lives on, a pool to an idle client
- * — and that client sends it. So each client handed out is bounded as a single client is (client.ts), with the
+ * node-redis's cluster (`createCluster()`), pool (`createClientPool()`) and Sentinel (`createSentinel()`): none
+ * sends a command itself. Each hands it to one of its clients — a cluster to the client of the node its key lives
+ * on, a pool to an idle client, a Sentinel to its current master's (or a replica's) — and that client sends it. So each client handed out is bounded as a single client is (client.ts), with the
  * cluster's or pool's options: its commands, its blocking commands' release on that node (its side connection is
  * its own `duplicate()`, to the same node), its batches.
  *
- * What the cluster or pool adds is a wait before the client: for the cluster's slot map while it (re)discovers the
- * nodes, for a free client in a pool. Inside a deadline context that wait ends when the request's context stops:
- * the caller gets the typed error at once (phase `before-call`: nothing was sent; target `<name> cluster routing`
- * or `<name> pool checkout`), and a command whose turn comes afterwards finds no time left and is not sent.
+ * What each adds is a wait before the client: for the cluster's slot map while it (re)discovers the nodes, for a
+ * free client in a pool, for the master's client while a Sentinel finds or fails over to it. Inside a deadline
+ * context that wait ends when the request's context stops: the caller gets the typed error at once (phase
+ * `before-call`: nothing was sent; target `<name> cluster routing`, `<name> pool checkout` or `<name> sentinel
+ * routing`), and a command whose turn comes afterwards finds no time left and is not sent.
  */
 import { CancelledError, DeadlineExceededError, type StopListener, type StopReason } from '@deadline/core';
 import { type Scope, storage, untilStopped } from '@deadline/core/internal';
@@ -27,6 +28,11 @@ export interface NodeRedisClusterSelf {
 /** The parts of a node-redis pool used. @internal */
 export interface NodeRedisPoolSelf {
   execute<T>(fn: (client: NodeRedisClientLike) => T): Promise<Awaited<T>>;
+}
+
+/** The parts of a node-redis Sentinel (or a client lease of it) used. @internal */
+export interface NodeRedisSentinelSelf {
+  _execute<T>(isReadonly: unknown, fn: (client: NodeRedisClientLike) => T): Promise<Awaited<T>>;
 }
 
 const bound = new WeakMap<object, { resolved: ResolvedRedisOptions }>();
@@ -74,17 +80,43 @@ export function boundNodeRedisPool(self: NodeRedisPoolSelf, resolved: ResolvedRe
   if (state === undefined) return;
   const execute = self.execute;
   self.execute = function <T>(this: NodeRedisPoolSelf, fn: (client: NodeRedisClientLike) => T) {
-    const scope = storage.getStore();
-    if (scope === undefined) return execute.call(this, (client) => fn(boundNodeRedis(client, state.resolved)));
-    return whileWaiting(scope, `${state.resolved.name} pool checkout`, (got) =>
-      execute.call(this, (client) => {
-        got();
-        // The client may come free in another request's context (the one that hands it back): the command runs
-        // in its caller's.
-        return storage.run(scope, () => fn(boundNodeRedis(client, state.resolved)));
-      }),
-    );
+    return handedOut(state, 'pool checkout', fn, (task) => execute.call(this, task));
   } as NodeRedisPoolSelf['execute'];
+}
+
+/** Bounds every client a Sentinel hands out (its master's, a replica's), and the wait for one. @internal */
+export function boundNodeRedisSentinel(self: NodeRedisSentinelSelf, resolved: ResolvedRedisOptions): void {
+  const state = remember(self, resolved);
+  if (state === undefined) return;
+  const execute = self._execute;
+  self._execute = function <T>(
+    this: NodeRedisSentinelSelf,
+    isReadonly: unknown,
+    fn: (client: NodeRedisClientLike) => T,
+  ) {
+    return handedOut(state, 'sentinel routing', fn, (task) => execute.call(this, isReadonly, task));
+  } as NodeRedisSentinelSelf['_execute'];
+}
+
+/**
+ * `fn` run, by `execute`, on the client handed out, bounded as a single client. Inside a deadline context the
+ * wait for that client ends with the request (`waiting`: what the target names), and `fn` runs in its caller's
+ * context: the client may come free in another request's (the one that hands it back).
+ */
+function handedOut<T>(
+  state: { resolved: ResolvedRedisOptions },
+  waiting: string,
+  fn: (client: NodeRedisClientLike) => T,
+  execute: (task: (client: NodeRedisClientLike) => T) => Promise<unknown>,
+): Promise<unknown> {
+  const scope = storage.getStore();
+  if (scope === undefined) return execute((client) => fn(boundNodeRedis(client, state.resolved)));
+  return whileWaiting(scope, `${state.resolved.name} ${waiting}`, (got) =>
+    execute((client) => {
+      got();
+      return storage.run(scope, () => fn(boundNodeRedis(client, state.resolved)));
+    }),
+  );
 }
 
 /**

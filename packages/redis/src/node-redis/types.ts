@@ -79,12 +79,27 @@ export interface NodeRedisPoolLike extends EventEmitter {
   execute(fn: (client: NodeRedisClientLike) => unknown): Promise<unknown>;
 }
 
+/**
+ * A node-redis Sentinel (`createSentinel()`), as far as `withDeadline()` needs to tell it apart.
+ *
+ * @example
+ * ```ts
+ * import { createSentinel } from 'redis';
+ * const sentinel: NodeRedisSentinelLike = await createSentinel({ name: 'mymaster', sentinelRootNodes }).connect();
+ * ```
+ */
+export interface NodeRedisSentinelLike extends EventEmitter {
+  readonly isOpen: boolean;
+  getMasterNode(): unknown;
+}
+
 /** Which node-redis object `value` is, if any. @internal */
-export function nodeRedisKind(value: unknown): 'client' | 'cluster' | 'pool' | undefined {
+export function nodeRedisKind(value: unknown): 'client' | 'cluster' | 'pool' | 'sentinel' | undefined {
   const self = (value as { _self?: unknown } | null)?._self as Record<string, unknown> | undefined;
   if (typeof self !== 'object' || self === null) return undefined;
   const slots = self._slots as Record<string, unknown> | undefined;
   if (typeof slots?.nodeClient === 'function' && typeof slots.getClientAndSlotNumber === 'function') return 'cluster';
+  if (typeof self.getMasterNode === 'function' && typeof self._execute === 'function') return 'sentinel';
   if (typeof self.execute === 'function' && typeof self.sendCommand === 'function') return 'pool';
   if (typeof self.sendCommand === 'function' && typeof self._executeMulti === 'function') return 'client';
   return undefined;
