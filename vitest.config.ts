@@ -37,8 +37,16 @@ const aloneFiles = (root: string) =>
  * and gates commands behind its handshake; `>=5.3.0 <7` promises both.
  */
 const VARIANTS: Record<string, { name: string; peer: string; alias: string; exclude?: string[] }[]> = {
-  // The conformance suite names each client it runs on (both ioredis majors, both node-redis majors) itself.
-  redis: [{ name: 'ioredis6', peer: 'ioredis', alias: 'ioredis6', exclude: ['test/conformance/**'] }],
+  // The suites that name each client they run on (the conformance suites: both ioredis majors, both node-redis
+  // majors) and node-redis's own files run once.
+  redis: [
+    {
+      name: 'ioredis6',
+      peer: 'ioredis',
+      alias: 'ioredis6',
+      exclude: ['test/conformance/**', 'test/node-redis*.test.ts'],
+    },
+  ],
 };
 
 function projectsOf(root: string) {
