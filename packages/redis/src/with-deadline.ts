@@ -28,10 +28,10 @@ import { type RedisDeadlineOptions, resolveRedisOptions } from './options.js';
 /**
  * Bounds a Redis client by the request's deadline: an ioredis `Redis` or `Cluster` (wrapped in a `Proxy`, returned),
  * or a node-redis client, cluster, pool or Sentinel (`createClient()`, `createCluster()`, `createClientPool()`,
- * `createSentinel()`: bounded in place, returned). Inside a deadline context its commands
- * are bounded by the remaining budget and not sent without time left; blocking commands get a server-side timeout
- * within it and are released when the request dies; pipelines and `multi()` are bounded as a whole. Outside a
- * context the client is as it was.
+ * `createSentinel()`: bounded in place, returned). Inside a deadline context its commands are bounded by the
+ * remaining budget and not sent without time left; blocking commands get a server-side timeout within it and are
+ * released when the request dies; pipelines and `multi()` are bounded as a whole. Outside a context the client is
+ * as it was. Anything else is refused with an `InvalidArgumentError`.
  *
  * @example
  * ```ts
