@@ -316,7 +316,7 @@ export function describeRedisConformance(driver: RedisDriver, options: { resp?: 
         expect(messages).toEqual(['after the deadline']);
       });
 
-      it('the client leaving the HTTP edge releases the blocked connection', async () => {
+      it("at the HTTP edge: the request's deadline answers 504 naming this hop; the client leaving releases the connection", async () => {
         const { ops, name } = await wrapped();
         const [id] = (await idsNamed(admin, name)) as [string];
         const app = Fastify({ forceCloseConnections: true });
@@ -324,6 +324,11 @@ export function describeRedisConformance(driver: RedisDriver, options: { resp?: 
         app.get('/', async () => ops.blpop(key(), 0));
         const url = await app.listen({ port: 0, host: '127.0.0.1' });
         try {
+          const timedOut = await request(url, { headers: { 'x-request-deadline': '300' } });
+          await timedOut.body.dump();
+          expect(timedOut.statusCode).toBe(504);
+          expect(timedOut.headers['x-deadline-exceeded-by']).toBe('orders');
+          await untilBlocked(admin, id, false, 1_000);
           const controller = new AbortController();
           const pending = request(url, { signal: controller.signal }).catch((e: unknown) => e);
           await untilBlocked(admin, id, true);
