@@ -6,7 +6,8 @@
  *
  * Inside a deadline context a command is one `OutgoingCall`: not sent without time left (nor parked in the offline
  * queue while the server is away), given node-redis's `abortSignal` so that one still waiting to be written when
- * the call stops is taken out of the queue, and answered at the stop if it was written — node-redis keeps it in
+ * the call stops is taken out of the queue (from node-redis 6.2: see takesBackSafely), and answered at the stop if
+ * it was written — node-redis keeps it in
  * its queue and discards its reply, so later replies still match their commands. Blocking commands are bounded on
  * the server and released (blocking-call.ts). Outside a context: node-redis's own, except that blocking commands
  * take their turn on the connection (lane.ts). Pub/sub (`SUBSCRIBE`, `MONITOR`) does not go through these: a
@@ -86,6 +87,7 @@ function install(self: NodeRedisSelf, state: Bound): void {
       (overrides) => duplicate.call(self, overrides) as NodeRedisSelf,
     );
   const route = routeOf(self, () => releaserOf(self, port));
+  const canTakeBack = takesBackSafely(self);
 
   const replacements = {
     sendCommand(this: NodeRedisClientLike, args: NodeRedisArgs, options?: NodeRedisCommandOptions) {
@@ -106,7 +108,7 @@ function install(self: NodeRedisSelf, state: Bound): void {
       } catch (error) {
         return Promise.reject(error);
       }
-      const [signalled, unlink] = withStopSignal(call, options);
+      const [signalled, unlink] = canTakeBack ? withStopSignal(call, options) : [options, undefined];
       const sendInCall = (a: unknown[]) => runWithCall(call, () => send(a, signalled));
       const reply = blocking
         ? boundedBlocking(route, command, rest, sendInCall, call)
@@ -167,6 +169,19 @@ function routeOf(self: NodeRedisSelf, releaser: BlockingRoute['releaser']): Bloc
     await call.race(() => nextReady(self)).catch(() => {});
   };
   return { beforeRouting: beforeWrite, releaser, beforeWrite };
+}
+
+/**
+ * Whether this client's write queue can take back a command not yet written. Before node-redis 6.2.0 (all of 5.x),
+ * taking out a queued command that had become the queue's head left the next one pointing back at it, and once
+ * that one was taken out too, the queue lost every later command: they were never written, and the client hung
+ * (redis/node-redis#3320, fixed in 6.2.0; seen here as a client that stopped writing under load). On those, the
+ * command is not given an `abortSignal`: held here while the client reconnects, it is never sent late from there;
+ * one queued behind a full socket at its deadline is still written when the socket drains. The HIMPORT commands
+ * came in the same release, and mark it.
+ */
+function takesBackSafely(self: NodeRedisSelf): boolean {
+  return typeof (self as unknown as Record<string, unknown>).HIMPORT_SET === 'function';
 }
 
 /**
