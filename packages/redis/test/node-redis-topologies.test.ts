@@ -199,9 +199,11 @@ describe.runIf(redisAvailable)('@deadline/redis on node-redis pools', () => {
           expect(await pool.multi().set(k, 'b').get(k).exec()).toEqual(['OK', 'b']);
         });
         const ctx = createContext({ root: true, deadline: 0.5 });
+        // Refused by the command's own call, or — a moment's stall letting the deadline pass first — while it waited
+        // for a pooled client: either way before anything was written.
         expect(await ctx.run(() => pool.set(k, 'written?')).catch((e: unknown) => e)).toMatchObject({
           phase: 'before-call',
-          target: 'pooled SET',
+          target: expect.stringMatching(/^pooled (SET|pool checkout)$/),
         });
         expect(await admin.get(k)).toBe('b');
       });
