@@ -1,4 +1,7 @@
-/** The exactness suite's lane test (exactness.ts) on node-redis 5; its timers and releases are the same code as on node-redis 6, which runs every test. */
+/**
+ * The exactness suite's lane test (exactness.ts) on node-redis 5; its timers and releases are the same code as on
+ * node-redis 6, which runs every test.
+ */
 import { NODE_REDIS_5 } from './drivers.ts';
 import { describeExactness } from './exactness.ts';
 
