@@ -2,9 +2,9 @@
  * node-redis's cluster (`createCluster()`), pool (`createClientPool()`) and Sentinel (`createSentinel()`): none
  * sends a command itself. Each hands it to one of its clients — a cluster to the client of the node its key lives
  * on, a pool to an idle client, a Sentinel to its current master's (or a replica's) — and that client sends it. So
- * each client handed out is bounded as a single client is (client.ts), with the options of the cluster, pool or Sentinel: its
- * commands, its blocking commands' release on that node (its side connection is its own `duplicate()`, to the same
- * node), its batches.
+ * each client handed out is bounded as a single client is (client.ts), with the options of the cluster, pool or
+ * Sentinel: its commands, its blocking commands' release on that node (its side connection is its own
+ * `duplicate()`, to the same node), its batches.
  *
  * What each adds is a wait before the client: for the cluster's slot map while it (re)discovers the nodes, for a
  * free client in a pool, for the master's client while a Sentinel finds or fails over to it. Inside a deadline
