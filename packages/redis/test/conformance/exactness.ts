@@ -189,11 +189,13 @@ function expectEachOnce(pushed: number, popped: string[], left: string[]) {
 }
 
 /**
- * `lane` runs only what the lane decides (callers sharing one connection), for a client whose timers and releases
- * are another's (node-redis 5 beside 6); `full` runs every test.
+ * How much of the suite a client runs: `full`, every test; `shared`, the shared server's (not the private `hz 1`
+ * servers', whose rounds a client of the same family runs in full); `lane`, only what the lane decides (callers
+ * sharing one connection), for a client whose timers and releases are another's code (node-redis 5 beside 6).
  */
-export function describeExactness(driver: RedisDriver, scope: 'full' | 'lane' = 'full'): void {
-  const full = scope === 'full';
+export function describeExactness(driver: RedisDriver, scope: 'full' | 'shared' | 'lane' = 'full'): void {
+  const full = scope !== 'lane';
+  const privateRounds = scope === 'full';
   const opened: unknown[] = [];
   const plains: Redis[] = [];
   const open: Open = async (url) => {
@@ -351,7 +353,7 @@ export function describeExactness(driver: RedisDriver, scope: 'full' | 'lane' = 
       }, 120_000);
     });
 
-    describe.runIf(privateServers && full)('on a server with hz 1', () => {
+    describe.runIf(privateServers && privateRounds)('on a server with hz 1', () => {
       const servers: PrivateRedis[] = [];
       afterAll(async () => {
         await Promise.all(servers.map((server) => server.stop()));
