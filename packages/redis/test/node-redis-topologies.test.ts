@@ -118,9 +118,9 @@ describe.runIf(clusterAvailable)('@deadline/redis on node-redis clusters (three 
         expect(await cluster.get(k)).toBe('c');
       });
 
-      it('BLPOP 0 under 300 ms on keys of every master: the deadline error, released on its node', async () => {
+      it('BLPOP 0 under 300 ms on keys of several masters: the deadline error, released on its node', async () => {
         const { cluster, name } = await open();
-        for (let i = 0; i < 9; i++) {
+        for (let i = 0; i < 4; i++) {
           const error = await runWithDeadline(300, () => cluster.blPop(key(), 0)).catch((e: unknown) => e);
           expect(error).toBeInstanceOf(DeadlineExceededError);
           expect(error).toMatchObject({ target: 'cache BLPOP' });
