@@ -4,7 +4,7 @@
  * checks. Recorded: uncaught exceptions, unhandled rejections, and ioredis's "Unhandled error event" line (it
  * prints that instead of throwing when a connection with no `'error'` listener fails).
  */
-import { expect } from 'vitest';
+import { afterEach, beforeEach, expect } from 'vitest';
 
 /** What {@link watchProcess} returns: what was seen so far, and how to stop watching. */
 export interface ProcessWatch {
@@ -42,4 +42,19 @@ export async function expectProcessLives(test: () => Promise<void>, describe: (e
     watch.stop();
   }
   expect(watch.seen.map(describe)).toEqual([]);
+}
+
+/**
+ * In the `describe` it is called in: each test runs under {@link watchProcess}, and fails if anything reached the
+ * process meanwhile.
+ */
+export function expectEachTestLives(): void {
+  let watch: ProcessWatch | undefined;
+  beforeEach(() => {
+    watch = watchProcess();
+  });
+  afterEach(() => {
+    watch?.stop();
+    expect(watch?.seen).toEqual([]);
+  });
 }

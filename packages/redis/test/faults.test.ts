@@ -9,8 +9,8 @@ import { once } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import { CancelledError, createContext, DeadlineExceededError, runWithDeadline } from '@deadline/core';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { watchProcess } from '../../../test/support/process-watch.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectEachTestLives } from '../../../test/support/process-watch.ts';
 import { REDIS, requireService } from '../../../test/support/services.ts';
 import { withDeadline } from '../src/index.ts';
 import { isBlocked, killNamed, untilBlocked, untilNamed } from './connections.ts';
@@ -45,14 +45,7 @@ describe.runIf(available)('@deadline/redis: connections dropped by the server', 
     clients.push(admin);
   });
   // Nothing may reach the process during any of these tests.
-  let watch: ReturnType<typeof watchProcess>;
-  beforeEach(() => {
-    watch = watchProcess();
-  });
-  afterEach(() => {
-    watch.stop();
-    expect(watch.seen).toEqual([]);
-  });
+  expectEachTestLives();
   afterAll(() => {
     for (const redis of clients) redis.disconnect();
   });

@@ -14,8 +14,8 @@
  */
 import { CancelledError, createContext, DeadlineExceededError, runWithDeadline } from '@deadline/core';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { watchProcess } from '../../../../test/support/process-watch.ts';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { expectEachTestLives } from '../../../../test/support/process-watch.ts';
 import { REDIS, requireService } from '../../../../test/support/services.ts';
 import { type SteadyLoad, steadyLoad } from '../../../../test/support/steady-load.ts';
 import { withDeadline } from '../../src/index.ts';
@@ -60,14 +60,7 @@ export function describeFaults(driver: RedisDriver): void {
       admin.disconnect();
     });
     // Nothing may reach the process during any of these tests.
-    let watch: ReturnType<typeof watchProcess>;
-    beforeEach(() => {
-      watch = watchProcess();
-    });
-    afterEach(() => {
-      watch.stop();
-      expect(watch.seen).toEqual([]);
-    });
+    expectEachTestLives();
 
     describe.runIf(available)('connections dropped by the server', () => {
       /**

@@ -345,12 +345,16 @@ export function describeRedisConformance(driver: RedisDriver, options: { resp?: 
         const { ops, name } = await wrapped({ quickReconnect: true });
         const k = key();
         await ops.set(k, 'v');
+        const stalls = loopStalls();
         const [before] = await killNamed(admin, name);
         const killedAt = performance.now();
         await untilNamed(admin, name, [before as string]);
         let value: unknown;
         while (value !== 'v') value = await runWithDeadline(300, () => ops.get(k)).catch((e: unknown) => e);
-        expect(performance.now() - killedAt).toBeLessThan(1_000 + 500);
+        // Within a second, less what this process stalled meanwhile (the fault suite judges the rate beside a twin).
+        const backAt = performance.now();
+        stalls.stop();
+        expect(backAt - killedAt - stalls.longestBetween(killedAt, backAt)).toBeLessThan(1_000);
         const [id] = (await idsNamed(admin, name)) as [string];
         const started = performance.now();
         const pending = runWithDeadline(500, () => ops.blpop(key(), 0)).catch((e: unknown) => e);
@@ -403,6 +407,7 @@ export function describeRedisConformance(driver: RedisDriver, options: { resp?: 
         const { ops } = await wrapped({ quickReconnect: true }, server.url);
         const k = key();
         let failed: unknown;
+        const stalls = loopStalls();
         const { upAt } = await server.restart(async () => {
           // Once the client has seen the drop (a command written before it did is the client's to answer, or to
           // send again on the new connection: "maybe done"), a call fails by its deadline and is never sent.
@@ -418,7 +423,9 @@ export function describeRedisConformance(driver: RedisDriver, options: { resp?: 
         let value: unknown;
         while (value !== 'OK')
           value = await runWithDeadline(300, () => ops.set(`${k}:up`, 'x')).catch((e: unknown) => e);
-        expect(performance.now() - upAt).toBeLessThan(1_000 + 500);
+        const backAt = performance.now();
+        stalls.stop();
+        expect(backAt - upAt - stalls.longestBetween(upAt, backAt)).toBeLessThan(1_000);
         // The command given up while the server was away was never sent when it came back.
         expect(await server.admin.exists(k)).toBe(0);
       });
