@@ -5,8 +5,10 @@
  * or disconnect and nothing they popped lost or doubled, batches, scripts and functions bounded, subscribers never
  * cut, duplicates bounded like their original, and a connection killed under it survived.
  */
+import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
+import { inspect } from 'node:util';
 import { CancelledError, createContext, DeadlineExceededError, runWithDeadline } from '@deadline/core';
 import fastifyDeadline from '@deadline/fastify';
 import Fastify from 'fastify';
@@ -36,7 +38,9 @@ const ROUNDS = {
 export function describeRedisConformance(driver: RedisDriver, options: { resp?: 2 | 3 } = {}): void {
   const protocol = options.resp === undefined ? 'its default protocol' : `RESP${options.resp}`;
   const rounds = options.resp === undefined ? ROUNDS.full : ROUNDS.otherProtocol;
-  const tag = `${driver.label.replace(/\W+/g, '-')}-${options.resp ?? 'd'}-${process.pid}`;
+  // Unique to this run, not only to this process: the shared server outlives a run, and a process id comes round
+  // again (pid_max is 32,768 here), so a key a test left behind must never be one a later run starts from.
+  const tag = `${driver.label.replace(/\W+/g, '-')}-${options.resp ?? 'd'}-${process.pid}-${randomUUID().slice(0, 8)}`;
   const opened: unknown[] = [];
   let nameNumber = 0;
   let keyNumber = 0;
@@ -140,7 +144,7 @@ export function describeRedisConformance(driver: RedisDriver, options: { resp?: 
         const started = performance.now();
         const error = await runWithDeadline(300, () => ops.blpop(k, 0)).catch((e: unknown) => e);
         const elapsed = performance.now() - started;
-        expect(error).toBeInstanceOf(DeadlineExceededError);
+        expect(error, inspect(error)).toBeInstanceOf(DeadlineExceededError);
         expect(error).toMatchObject({ target: 'redis BLPOP', phase: 'during-call' });
         expect(elapsed).toBeGreaterThanOrEqual(295);
         expect(elapsed).toBeLessThan(1_500);
@@ -148,6 +152,7 @@ export function describeRedisConformance(driver: RedisDriver, options: { resp?: 
         expect((await untilBlocked(admin, id as string, false, 1_000)) - started - elapsed).toBeLessThan(1_000);
         await admin.lpush(k, 'later');
         expect(await admin.lrange(k, 0, -1)).toEqual(['later']);
+        await admin.del(k);
       });
 
       it('XREAD BLOCK, BLMOVE, BZPOPMIN and WAIT under 200 ms: each the deadline error naming it, released', async () => {
