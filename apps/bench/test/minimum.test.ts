@@ -1,15 +1,18 @@
 /**
  * The hand-written complete minima are floors only if they do what they claim: a 504 at the deadline from the
  * caller's budget, `deadline` on the request, the handler in the request's context, the client's leaving heard,
- * and (express) the request's body events in the context. Checked on real servers over loopback.
+ * (express) the request's body events in the context, and (Koa) a deadline error escaping the routes answered 504
+ * before the app's own error handling. Checked on real servers over loopback.
  */
 import { request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import Fastify from 'fastify';
+import Koa from 'koa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { addCompleteDeadlineMinimum } from '../src/minimum/deadline-minimum-complete.ts';
 import { completeDeadlineMinimum } from '../src/minimum/express-minimum-complete.ts';
+import { completeKoaDeadlineMinimum } from '../src/minimum/koa-minimum-complete.ts';
 import type { RequestScope } from '../src/minimum/minimum-deadlines.ts';
 
 interface Answer {
@@ -139,6 +142,76 @@ describe('the express complete minimum', () => {
     const answer = await call(port, { 'x-request-deadline': '5000', 'content-type': 'text/plain' }, 'hello');
     expect(answer.status).toBe(200);
     expect(JSON.parse(answer.body)).toEqual({ body: 'hello', inContext: true });
+  });
+
+  it('hears the client leave', async () => {
+    const { port, arrival } = await server();
+    await abandon(port, arrival);
+    expect(await outcomeOf(await arrival)).toBe('cancelled');
+  });
+});
+
+describe('the Koa complete minimum', () => {
+  async function server() {
+    const app = new Koa();
+    const caught: unknown[] = [];
+    app.on('error', (error: unknown) => caught.push(error));
+    const middleware = completeKoaDeadlineMinimum();
+    app.use(middleware);
+    let arrived: (scope: RequestScope<unknown>) => void = () => {};
+    const arrival = new Promise<RequestScope<unknown>>((resolve) => {
+      arrived = resolve;
+    });
+    app.use(async (ctx) => {
+      const scope = (ctx as unknown as { deadline: RequestScope<unknown> }).deadline;
+      if (ctx.path === '/throws')
+        throw Object.assign(new Error('a downstream ran out'), { code: 'ERR_DEADLINE_EXCEEDED' });
+      if (ctx.path === '/context') {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        ctx.body = { inContext: middleware.als.getStore() === scope };
+        return;
+      }
+      arrived(scope);
+      // Waits past any budget: only the minimum's 504 (or the client leaving) ends it.
+      await new Promise((resolve) => setTimeout(resolve, 5_000).unref());
+    });
+    const listening = app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => listening.once('listening', resolve));
+    closers.push(() => new Promise((resolve) => listening.close(() => resolve())));
+    return { port: (listening.address() as AddressInfo).port, arrival, caught };
+  }
+
+  it('answers 504 at the caller’s budget', async () => {
+    const { port, arrival } = await server();
+    const answer = await call(port, { 'x-request-deadline': '100' });
+    expect(answer.status).toBe(504);
+    expect(await outcomeOf(await arrival)).toBe('deadline_exceeded');
+  });
+
+  it('runs the routes in the request’s context, and answers a deadline error escaping them with 504', async () => {
+    const { port, caught } = await server();
+    const inContext = await new Promise<Answer>((resolve, reject) => {
+      const req = request({ port, host: '127.0.0.1', path: '/context' }, (res) => {
+        let text = '';
+        res.on('data', (chunk) => {
+          text += chunk;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(JSON.parse(inContext.body)).toEqual({ inContext: true });
+    const thrown = await new Promise<number>((resolve, reject) => {
+      const req = request({ port, host: '127.0.0.1', path: '/throws' }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(thrown).toBe(504);
+    expect(caught).toEqual([]);
   });
 
   it('hears the client leave', async () => {

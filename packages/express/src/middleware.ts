@@ -4,22 +4,19 @@
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { checkObject, monotonicNow } from '@deadline/core/internal';
-import type { DeadlineServerOptions, LineLogger, RequestBudget, RequestDeadline } from '@deadline/server';
+import type { DeadlineServerOptions, LineLogger, RequestDeadline } from '@deadline/server';
 import {
+  budgetReader,
   createParser,
   emitInContext,
   finishWithResponse,
   isLongLived,
-  isTrusted,
   needsRequestContext,
   needsResponseContext,
   noteRequestStarts,
   RequestState,
-  type ResolvedLimits,
   rawHost,
-  requestLogger,
   requestTrace,
-  resolveBudget,
   resolveOptions,
   takeStartedRequest,
 } from '@deadline/server/internal';
@@ -75,20 +72,9 @@ export function deadline(options?: ExpressDeadlineOptions) {
   const logger = checkObject('logger', options?.logger) as LineLogger | undefined;
   const host = rawHost(logger);
   const parser = createParser(resolved as never);
-  const trust = resolved.trust;
   // The headers and socket of each request, as the server starts it (see @deadline/server's engine-paths.ts).
   noteRequestStarts();
-  // `trustedBefore`: what the app's own middleware decided of this caller, for a router's that has no `trust`.
-  const budgetOf = (
-    req: Request,
-    headers: IncomingHttpHeaders,
-    limits: ResolvedLimits,
-    trustedBefore = false,
-  ): RequestBudget => {
-    const trusted =
-      trust === undefined ? trustedBefore : isTrusted(trust, req, requestLogger(req, logger), resolved.hop);
-    return resolveBudget(headers, trusted, parser, limits);
-  };
+  const budgetOf = budgetReader<Request>(resolved as never, parser, logger);
 
   // Every property read on express's req or res is a slow lookup (each has a hidden class of its own, see
   // engine-paths.ts): each is read once, and `req.log` only for a `trust` predicate.

@@ -13,30 +13,14 @@ import express4 from 'express4';
 import pg from 'pg';
 import pino from 'pino';
 import { pinoHttp } from 'pino-http';
-import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POSTGRES, requireService } from '../../../test/support/services.ts';
-import { marker, ServerActivity } from '../../pg/test/support/activity.ts';
-import { type LogLine, memoryDestination, repeatedMessages } from '../../server/test/harness.ts';
+import { ServerActivity } from '../../pg/test/support/activity.ts';
+import { leaveMidQuery, runOutOfBudget } from '../../server/test/app-errors.ts';
+import { type LogLine, memoryDestination } from '../../server/test/harness.ts';
 import { deadline, deadlineErrors } from '../src/index.ts';
 
 const available = await requireService(POSTGRES);
-
-/** pino's level numbers: error and fatal. */
-const ERROR = 50;
-
-/** How long the route's statement runs by itself (its `pg_sleep(5)`). */
-const STATEMENT_MS = 5_000;
-/**
- * How soon a cut statement is gone, and a cut request answered: well before {@link STATEMENT_MS}, so that it was the
- * cut that ended it, with room for what a loaded machine adds.
- */
-const CUT_WITHIN_MS = STATEMENT_MS - 1_000;
-/**
- * The budget of the request that runs out of it: a second, so that the statement is on the server before the
- * deadline however slow the machine (the cut then has a statement to stop), and still far short of its 5 s.
- */
-const OUT_OF_BUDGET_MS = 1_000;
 
 for (const [name, framework] of [
   ['express 5', express],
@@ -49,6 +33,7 @@ for (const [name, framework] of [
     let activity: ServerActivity;
     let server: Server;
     let url = '';
+    const sleeping = () => ({ url, logs, activity, path: (m: string) => `/orders/${m}` });
     /** What the server answered statements with, read off the pool's connections (ErrorResponse codes). */
     const serverErrors: (string | undefined)[] = [];
 
@@ -96,21 +81,7 @@ for (const [name, framework] of [
     });
 
     it('a client that leaves mid-query: one line from the library, the catch-all not reached, the statement gone', async () => {
-      const m = marker();
-      const before = logs.length;
-      const client = new AbortController();
-      const pending = request(`${url}/orders/${m}`, { signal: client.signal }).catch((error: unknown) => error);
-      await activity.startedRunning(m);
-      const left = performance.now();
-      client.abort();
-      await pending;
-      const gone = await activity.goneAt(m);
-      expect(gone - left).toBeLessThan(CUT_WITHIN_MS);
-      const line = await lineOf(logs, before, 'deadline: cancelled');
-      expect(line).toMatchObject({ hop: 'orders', statusCode: 499, outcome: 'cancelled' });
-      const lines = logs.slice(before);
-      expect(lines.filter((l) => l.level >= ERROR)).toEqual([]);
-      expect(lines.filter((l) => String(l.msg).startsWith('deadline:'))).toHaveLength(1);
+      const lines = await leaveMidQuery(sleeping(), 'orders');
       expect(caught).toEqual([]);
       // What stopped the query and how the server confirmed it, each said once: the server answered the statement
       // 57014, our cancel. The error carries that answer when it came within the 50 ms the pg adapter waits for it; a
@@ -122,42 +93,11 @@ for (const [name, framework] of [
       expect([stopped, `${stopped}: canceling statement due to user request`]).toContain(
         (failed?.err as { message?: string } | undefined)?.message,
       );
-      expect(repeatedMessages(lines)).toEqual([]);
     });
 
     it('a request out of budget: 504 naming the hop, its statement stopped, the catch-all not reached, nothing at error level', async () => {
-      const m = marker();
-      const before = logs.length;
-      const sent = performance.now();
-      const pending = request(`${url}/orders/${m}`, { headers: { 'x-request-deadline': String(OUT_OF_BUDGET_MS) } });
-      // The statement ran on the server before the cut: the cut had it to stop.
-      await activity.startedRunning(m);
-      const response = await pending;
-      const answered = performance.now();
-      expect(response.statusCode).toBe(504);
-      expect(response.headers['x-deadline-exceeded-by']).toBe('orders');
-      expect(await response.body.json()).toMatchObject({ error: 'deadline_exceeded', exceededBy: 'orders' });
-      expect(answered - sent).toBeGreaterThanOrEqual(OUT_OF_BUDGET_MS - 10);
-      expect(answered - sent).toBeLessThan(CUT_WITHIN_MS);
-      const gone = await activity.goneAt(m);
-      expect(gone - sent).toBeLessThan(CUT_WITHIN_MS);
-      const line = await lineOf(logs, before, 'deadline: deadline_exceeded');
-      expect(line).toMatchObject({ statusCode: 504, exceededBy: 'orders', budgetMs: OUT_OF_BUDGET_MS });
-      const lines = logs.slice(before);
-      expect(lines.filter((l) => l.level >= ERROR)).toEqual([]);
+      await runOutOfBudget(sleeping(), 'orders');
       expect(caught).toEqual([]);
-      expect(repeatedMessages(lines)).toEqual([]);
     });
   });
-}
-
-/** The first line with `msg` written since `from`, waited for (the end line follows the response's close). */
-async function lineOf(logs: LogLine[], from: number, msg: string): Promise<LogLine> {
-  const until = performance.now() + 5_000;
-  for (;;) {
-    const line = logs.slice(from).find((l) => l.msg === msg);
-    if (line !== undefined) return line;
-    if (performance.now() > until) throw new Error(`no "${msg}" line; lines: ${JSON.stringify(logs.slice(from))}`);
-    await new Promise((resolve) => setImmediate(resolve));
-  }
 }

@@ -11,25 +11,11 @@ import { pinoHttp } from 'pino-http';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conformanceSuite } from '../../server/test/conformance.ts';
-import { type Harness, type LogLine, memoryDestination } from '../../server/test/harness.ts';
+import { closeServer, type Harness, type LogLine, listenApp, memoryDestination } from '../../server/test/harness.ts';
 import { longLivedSuite } from '../../server/test/long-lived.ts';
 import { deadline, deadlineErrors, longLived } from '../src/index.ts';
 
 type Express = typeof express;
-
-async function listen(app: ReturnType<Express>): Promise<{ url: string; server: Server }> {
-  const server = await new Promise<Server>((resolve) => {
-    const s = app.listen(0, '127.0.0.1', () => resolve(s));
-  });
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
-}
-
-function close(server: Server): Promise<void> {
-  return new Promise((resolve) => {
-    server.closeAllConnections();
-    server.close(() => resolve());
-  });
-}
 
 function expressHarness(name: string, framework: Express): Harness {
   return {
@@ -67,8 +53,8 @@ function expressHarness(name: string, framework: Express): Harness {
         });
       }
       app.use(deadlineErrors());
-      const { url, server } = await listen(app);
-      return { url, logs, close: () => close(server) };
+      const { url, server } = await listenApp(app);
+      return { url, logs, close: () => closeServer(server) };
     },
   };
 }
@@ -111,9 +97,9 @@ for (const [name, framework] of [
       generous.use(deadline({ serviceName: 'orders', defaultMs: 3_000, maxMs: 4_000 }));
       generous.get('/', (req, res) => res.json({ left: req.deadline?.remainingMs() }));
       app.use('/generous', generous);
-      ({ server, url } = await listen(app));
+      ({ server, url } = await listenApp(app));
     });
-    afterAll(() => close(server));
+    afterAll(() => closeServer(server));
 
     it('is a named middleware', () => {
       expect(deadline().name).toBe('deadlineMiddleware');
@@ -164,7 +150,7 @@ for (const [name, framework] of [
         res.json({});
       });
       app2.use('/strict', strict);
-      const { url: url2, server: server2 } = await listen(app2);
+      const { url: url2, server: server2 } = await listenApp(app2);
       try {
         const res = await request(`${url2}/strict/x?token=secret`, { headers: { 'x-request-deadline': '50' } });
         expect(res.statusCode).toBe(504);
@@ -174,7 +160,7 @@ for (const [name, framework] of [
         const line = lines.findLast((l) => typeof l.msg === 'string' && l.msg.startsWith('deadline:'));
         expect(line).toMatchObject({ path: '/strict/x', outcome: 'deadline_exceeded' });
       } finally {
-        await close(server2);
+        await closeServer(server2);
       }
     });
 
@@ -216,7 +202,7 @@ for (const [name, framework] of [
         reached.push(error);
         next(error);
       });
-      const { url: url2, server: server2 } = await listen(app2);
+      const { url: url2, server: server2 } = await listenApp(app2);
       try {
         const res = await request(`${url2}/late`, { headers: { 'x-request-deadline': '50' } });
         expect(res.statusCode).toBe(504);
@@ -230,7 +216,7 @@ for (const [name, framework] of [
         expect(await ok.body.json()).toEqual({ budgetMs: 15_000, trusted: false });
         expect(lines.some((l) => l.msg === 'deadline: the trust hook threw')).toBe(true);
       } finally {
-        await close(server2);
+        await closeServer(server2);
       }
     });
 
@@ -254,7 +240,7 @@ for (const [name, framework] of [
         req.resume();
       });
       app2.get('/plain', (_req, res) => res.json({ ok: true }));
-      const { url: url2, server: server2 } = await listen(app2);
+      const { url: url2, server: server2 } = await listenApp(app2);
       try {
         for (const path of ['/plain', '/after', '/before', '/plain', '/after', '/before']) {
           const res = await request(`${url2}${path}`);
@@ -264,7 +250,7 @@ for (const [name, framework] of [
         await expect.poll(() => inContext.length).toBe(4);
         expect(inContext).toEqual([true, true, true, true]);
       } finally {
-        await close(server2);
+        await closeServer(server2);
       }
     });
 
@@ -286,7 +272,7 @@ for (const [name, framework] of [
         res.on('close', onClose('response'));
         res.json({ ok: true });
       });
-      const { url: url2, server: server2 } = await listen(app2);
+      const { url: url2, server: server2 } = await listenApp(app2);
       try {
         await (await request(url2)).body.dump();
         // After both, on Node 20 and 22: the state is let go (a WeakMap entry kept until a collection cost ~8k
@@ -296,7 +282,7 @@ for (const [name, framework] of [
         else expect(left).toBeUndefined();
         expect([...seen].sort()).toEqual(['request: ok', 'response: ok']);
       } finally {
-        await close(server2);
+        await closeServer(server2);
       }
     });
 
@@ -328,7 +314,7 @@ for (const [name, framework] of [
         });
       });
       app2.get('/budget', (req, res) => res.json({ budgetMs: req.deadline?.budget.budgetMs }));
-      const { url: url2, server: server2 } = await listen(app2);
+      const { url: url2, server: server2 } = await listenApp(app2);
       try {
         const leaving = new AbortController();
         const first = request(`${url2}/wait`, { headers: { 'x-request-deadline': '4000' }, signal: leaving.signal });
@@ -348,7 +334,7 @@ for (const [name, framework] of [
         leaving.abort();
         expect(await stopped).toMatchObject({ reason: 'client-disconnected' });
       } finally {
-        await close(server2);
+        await closeServer(server2);
       }
     });
 
@@ -387,7 +373,7 @@ for (const [name, framework] of [
         inheritedLines++;
       };
       Object.assign(apps[0]?.request as object, { log: { info: inherited, warn: inherited, debug: inherited } });
-      const servers = await Promise.all(apps.map(listen));
+      const servers = await Promise.all(apps.map((app) => listenApp(app)));
       const shared = framework.request as unknown as { emit: (...args: unknown[]) => boolean };
       const ours = shared.emit;
       let wrapperCalls = 0;
@@ -417,7 +403,7 @@ for (const [name, framework] of [
         expect(inheritedLines).toBe(0);
       } finally {
         shared.emit = ours;
-        await Promise.all(servers.map(({ server }) => close(server)));
+        await Promise.all(servers.map(({ server }) => closeServer(server)));
       }
       // A plain node:http request given to the middleware: not express's, so its own objects carry the deadline.
       const middleware = deadline({ serviceName: 'plain' });
@@ -444,7 +430,7 @@ for (const [name, framework] of [
         });
         expect(await res.body.json()).toEqual({ own: true, inContext: true });
       } finally {
-        await close(plain);
+        await closeServer(plain);
       }
     });
 
@@ -454,14 +440,14 @@ for (const [name, framework] of [
       app2.get('/', (_req, _res, next) => {
         next(new DeadlineExceededError({ phase: 'during-call', whose: 'downstream:inventory' }));
       });
-      const { url: url2, server: server2 } = await listen(app2);
+      const { url: url2, server: server2 } = await listenApp(app2);
       try {
         const res = await request(url2);
         expect(res.statusCode).toBe(504);
         expect(res.headers['x-deadline-exceeded-by']).toBe('inventory');
         await res.body.dump();
       } finally {
-        await close(server2);
+        await closeServer(server2);
       }
     });
   });

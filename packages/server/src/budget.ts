@@ -12,6 +12,7 @@ import {
   type IgnoredHeader,
   REQUEST_DEADLINE_HEADER,
 } from '@deadline/core/wire';
+import { requestLogger } from './engine-paths.js';
 import type { LineLogger, ResolvedLimits, ResolvedOptions } from './options.js';
 import { reportHookError } from './request-deadline.js';
 
@@ -119,6 +120,25 @@ export function createParser(options: ResolvedOptions<never>): ServiceParser {
 }
 
 const NO_IGNORED: readonly IgnoredHeader[] = Object.freeze([]);
+
+/**
+ * @internal How a middleware whose `trust` receives Node's request reads a request's budget (Express, Koa): its
+ * headers, whether `trust` accepts the caller — asked with the request's own logger (`req.log`) at hand, to report
+ * a predicate that throws — and the route's limits. `trustedBefore`: what the app's own mount decided of this caller,
+ * for a router's or a route's mount that has no `trust` of its own.
+ */
+export function budgetReader<Req extends object>(
+  options: ResolvedOptions<Req>,
+  parser: ServiceParser,
+  logger: LineLogger | undefined,
+): (req: Req, headers: IncomingHttpHeaders, limits: ResolvedLimits, trustedBefore?: boolean) => RequestBudget {
+  const trust = options.trust;
+  const hop = options.hop;
+  return (req, headers, limits, trustedBefore = false) => {
+    const trusted = trust === undefined ? trustedBefore : isTrusted(trust, req, requestLogger(req, logger), hop);
+    return resolveBudget(headers, trusted, parser, limits);
+  };
+}
 
 /** @internal */
 export function resolveBudget(

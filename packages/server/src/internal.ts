@@ -3,7 +3,14 @@
  * @packageDocumentation
  */
 
-export { createParser, isLongLived, isTrusted, resolveBudget, type ServiceParser } from './budget.js';
+export {
+  budgetReader,
+  createParser,
+  isLongLived,
+  isTrusted,
+  resolveBudget,
+  type ServiceParser,
+} from './budget.js';
 export {
   noteRequestStarts,
   READS_OF_SWAPPED_REQUESTS_ARE_SLOW,

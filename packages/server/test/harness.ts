@@ -2,6 +2,8 @@
  * What the conformance suite needs from a server adapter: start a real listening server with the adapter and
  * some generic routes, translated into the host's idiom. Shared by the node:http, fastify and express tests.
  */
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Readable } from 'node:stream';
 import { Writable } from 'node:stream';
 import type { DeadlineServerOptions, RequestDeadline } from '../src/index.ts';
@@ -79,4 +81,22 @@ export function repeatedMessages(logs: LogLine[]): string[] {
     if (new Set(parts).size !== parts.length) repeated.push(message);
   }
   return repeated;
+}
+
+/** Starts an app that listens the way Express's and Koa's do (`app.listen(port, host, callback)`) on a free port. */
+export async function listenApp(app: {
+  listen(port: number, host: string, callback: () => void): Server;
+}): Promise<{ url: string; server: Server }> {
+  const server = await new Promise<Server>((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+}
+
+/** Closes `server`, its kept-alive connections first. */
+export function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.closeAllConnections();
+    server.close(() => resolve());
+  });
 }

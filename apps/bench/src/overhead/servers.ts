@@ -22,6 +22,7 @@ const hello = { hello: 'world' };
 async function loadTheLibrary(): Promise<void> {
   await import('@deadline/fastify');
   await import('@deadline/express');
+  await import('@deadline/koa');
 }
 
 const Fastify = async () => {
@@ -31,6 +32,11 @@ const Fastify = async () => {
 const express = async () => {
   await loadTheLibrary();
   return (await import('express')).default;
+};
+
+const Koa = async () => {
+  await loadTheLibrary();
+  return (await import('koa')).default;
 };
 
 /** The hello-world fastify server, after `setUp` (a plugin, a hook) if one is given. */
@@ -50,6 +56,18 @@ async function expressServer(setUp?: (app: import('express').Express) => unknown
     res.json(hello);
   });
   return listen(app);
+}
+
+/** The hello-world Koa server, after `setUp` (a middleware) if one is given. */
+async function koaServer(setUp?: (app: import('koa')) => unknown): Promise<Server> {
+  const app = new (await Koa())();
+  await setUp?.(app);
+  app.use((ctx) => {
+    ctx.body = hello;
+  });
+  return new Promise((resolve) => {
+    const server = app.listen(0, '127.0.0.1', () => resolve(server));
+  });
 }
 
 async function withDeadline(app: FastifyInstance): Promise<void> {
@@ -103,18 +121,38 @@ export const VARIANTS = {
       const als = new AsyncLocalStorage<object>();
       app.use((_req, _res, next) => als.run({}, next));
     }),
+  koa: () => koaServer(),
+  'koa + @deadline/koa': () =>
+    koaServer(async (app) => app.use((await import('@deadline/koa')).deadline({ serviceName: 'bench' }))),
+  // The least a deadline middleware can do keeping the library's promises, by hand (koa-minimum-complete.ts).
+  'koa + complete deadline minimum': () =>
+    koaServer(async (app) =>
+      app.use((await import('../minimum/koa-minimum-complete.js')).completeKoaDeadlineMinimum()),
+    ),
+  // The floor, as for fastify.
+  'koa + als.run only': () =>
+    koaServer((app) => {
+      const als = new AsyncLocalStorage<object>();
+      app.use((_ctx, next) => als.run({}, next));
+    }),
 } as const;
 
 export type Variant = keyof typeof VARIANTS;
 
 /**
- * Variants counted by hand only (`node dist/overhead/server-process.js <variant>` under callgrind, as instructions.ts
- * does), not in the overhead run: a reference point, not a product (docs/benchmarks/history.md says what each showed).
+ * Variants counted in instructions only (`npm run bench:instructions`, or by hand: `node
+ * dist/overhead/server-process.js <variant>` under callgrind, as instructions.ts does), not in the overhead run's
+ * throughput: the hand-written minima, a reference point rather than a product (docs/benchmarks/history.md says what
+ * each showed), and the frameworks whose cost is given in instructions alone (Koa).
  */
 export const COUNT_ONLY: ReadonlySet<Variant> = new Set<Variant>([
   'fastify + deadline minimum',
   'fastify + complete deadline minimum',
   'express + complete deadline minimum',
+  'koa',
+  'koa + @deadline/koa',
+  'koa + als.run only',
+  'koa + complete deadline minimum',
 ]);
 
 /** What each variant is compared with: the same framework, bare. */
@@ -131,6 +169,10 @@ export const BASELINE: Record<Variant, Variant> = {
   'express + @deadline/express': 'express',
   'express + als.run only': 'express',
   'express + complete deadline minimum': 'express',
+  koa: 'koa',
+  'koa + @deadline/koa': 'koa',
+  'koa + als.run only': 'koa',
+  'koa + complete deadline minimum': 'koa',
 };
 
 function listen(app: import('express').Express): Promise<Server> {
