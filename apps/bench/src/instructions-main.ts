@@ -10,7 +10,7 @@
  * does). `--quick`: a short warm-up and window, a smoke test of the harness, not a measurement. `--node 24,26`:
  * those majors only. `--only fastify,express` (or `grpc,connect`): those frameworks' rows only. `--rpc`: the RPC
  * clients' rows too (left out by default: they would take the run past 10 minutes). `--minimum`: the hand-written
- * complete minima too (fastify's, express's and Koa's).
+ * complete minima too (fastify's, express's, Koa's and Hono's).
  */
 import { writeFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
@@ -32,7 +32,7 @@ import { startEchoServerProcess } from './rpc/rpc-overhead.js';
 type Role = 'bare' | 'floor' | 'peer' | 'minimum' | 'library';
 
 interface Row {
-  framework: 'fastify' | 'express' | 'koa' | 'fetch' | 'grpc' | 'connect';
+  framework: 'fastify' | 'express' | 'koa' | 'hono' | 'fetch' | 'grpc' | 'connect';
   role: Role;
   target: Target;
 }
@@ -55,6 +55,10 @@ const ROWS: Row[] = [
   { framework: 'koa', role: 'floor', target: server('koa + als.run only') },
   { framework: 'koa', role: 'minimum', target: server('koa + complete deadline minimum') },
   { framework: 'koa', role: 'library', target: server('koa + @deadline/koa') },
+  { framework: 'hono', role: 'bare', target: server('hono') },
+  { framework: 'hono', role: 'floor', target: server('hono + als.run only') },
+  { framework: 'hono', role: 'minimum', target: server('hono + complete deadline minimum') },
+  { framework: 'hono', role: 'library', target: server('hono + @deadline/hono') },
   { framework: 'fetch', role: 'bare', target: client('fetch, bare Agent') },
   { framework: 'fetch', role: 'floor', target: client('fetch + a dispatcher that only forwards') },
   { framework: 'fetch', role: 'library', target: client('fetch + DeadlineDispatcher') },
@@ -73,7 +77,7 @@ const onlyFrameworks = process.argv.includes('--only')
   : undefined;
 /**
  * `--minimum`: also the least an adapter can do per request while keeping the library's promises, written by hand
- * (deadline-minimum-complete.ts, express-minimum-complete.ts, koa-minimum-complete.ts) — the floor under the library's own work. Left out by
+ * (deadline-minimum-complete.ts and one per framework: express-, koa-, hono-minimum-complete.ts) — the floor under the library's own work. Left out by
  * default: a count more per framework and Node.
  */
 const withMinimum = process.argv.includes('--minimum');
@@ -117,6 +121,7 @@ const COUNTS: Record<Row['framework'], CountOptions> = quick
       fastify: { warmUp: 1_000, requests: 200 },
       express: { warmUp: 1_000, requests: 200 },
       koa: { warmUp: 1_000, requests: 200 },
+      hono: { warmUp: 1_000, requests: 200 },
       fetch: { warmUp: 500, requests: 100 },
       grpc: { warmUp: 500, requests: 100 },
       connect: { warmUp: 500, requests: 100 },
@@ -125,12 +130,18 @@ const COUNTS: Record<Row['framework'], CountOptions> = quick
       fastify: { warmUp: 25_000, requests: 2_000 },
       express: { warmUp: 30_000, requests: 2_000 },
       koa: { warmUp: 30_000, requests: 2_000 },
+      hono: { warmUp: 30_000, requests: 2_000 },
       fetch: { warmUp: 20_000, requests: 600 },
       grpc: { warmUp: 10_000, requests: 600 },
       connect: { warmUp: 10_000, requests: 600 },
     };
 /** Node 20 and 22 (V8 11 and 12): express's and the fetch clients' shorter warm-ups (above). */
-const WARM_UP_BEFORE_24: Partial<Record<Row['framework'], number>> = { express: 15_000, koa: 15_000, fetch: 8_000 };
+const WARM_UP_BEFORE_24: Partial<Record<Row['framework'], number>> = {
+  express: 15_000,
+  koa: 15_000,
+  hono: 15_000,
+  fetch: 8_000,
+};
 
 function countsFor(row: Row, node: NodeBinary): CountOptions {
   const options = COUNTS[row.framework];
@@ -213,7 +224,7 @@ const job = (node: NodeBinary, row: Row) => async () => {
   );
 };
 /** The longest first (express's counts take the longest of the servers'): the last to end is a short one. */
-const LONGEST_FIRST: Row['framework'][] = ['express', 'koa', 'fastify', 'fetch', 'grpc', 'connect'];
+const LONGEST_FIRST: Row['framework'][] = ['express', 'koa', 'hono', 'fastify', 'fetch', 'grpc', 'connect'];
 const jobsOf = (kind: Target['kind']) =>
   LONGEST_FIRST.flatMap((framework) =>
     nodes.flatMap((node) =>

@@ -6,12 +6,15 @@
  */
 import { request } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
 import express from 'express';
 import Fastify from 'fastify';
+import { Hono } from 'hono';
 import Koa from 'koa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { addCompleteDeadlineMinimum } from '../src/minimum/deadline-minimum-complete.ts';
 import { completeDeadlineMinimum } from '../src/minimum/express-minimum-complete.ts';
+import { completeHonoDeadlineMinimum } from '../src/minimum/hono-minimum-complete.ts';
 import { completeKoaDeadlineMinimum } from '../src/minimum/koa-minimum-complete.ts';
 import type { RequestScope } from '../src/minimum/minimum-deadlines.ts';
 
@@ -218,5 +221,49 @@ describe('the Koa complete minimum', () => {
     const { port, arrival } = await server();
     await abandon(port, arrival);
     expect(await outcomeOf(await arrival)).toBe('cancelled');
+  });
+});
+
+describe('the Hono complete minimum', () => {
+  async function server() {
+    const middleware = completeHonoDeadlineMinimum();
+    const app = new Hono();
+    app.use(middleware as never);
+    let arrived: (scope: RequestScope<unknown>) => void = () => {};
+    const arrival = new Promise<RequestScope<unknown>>((resolve) => {
+      arrived = resolve;
+    });
+    app.get('/', async (c) => {
+      const scope = c.get('deadline' as never) as RequestScope<unknown>;
+      arrived(scope);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      if (c.req.header('x-wait') === undefined) return c.json({ inContext: middleware.als.getStore() === scope });
+      // Waits past any budget: only the minimum's 504 (or the client leaving) ends it.
+      await new Promise((resolve) => setTimeout(resolve, 5_000).unref());
+      return c.json({ late: true });
+    });
+    const listening = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
+    await new Promise((resolve) => listening.once('listening', resolve));
+    closers.push(() => new Promise((resolve) => listening.close(() => resolve())));
+    return { port: (listening.address() as AddressInfo).port, arrival };
+  }
+
+  it('answers 504 at the caller’s budget, and runs the routes in the request’s context', async () => {
+    const { port, arrival } = await server();
+    const answer = await call(port, { 'x-request-deadline': '100', 'x-wait': '1' });
+    expect(answer.status).toBe(504);
+    expect(await outcomeOf(await arrival)).toBe('deadline_exceeded');
+    const { port: other } = await server();
+    expect(JSON.parse((await call(other, { 'x-request-deadline': '5000' })).body)).toEqual({ inContext: true });
+  });
+
+  it('hears the client leave', async () => {
+    const { port, arrival } = await server();
+    const req = request({ port, host: '127.0.0.1', headers: { 'x-request-deadline': '60000', 'x-wait': '1' } });
+    req.on('error', () => {});
+    req.end();
+    const scope = await arrival;
+    req.destroy();
+    expect(await outcomeOf(scope)).toBe('cancelled');
   });
 });

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conformanceSuite } from '../../server/test/conformance.ts';
 import { closeServer, type Harness, type LogLine, listenApp, memoryDestination } from '../../server/test/harness.ts';
 import { longLivedSuite } from '../../server/test/long-lived.ts';
+import { expectRouteLimitsNarrow } from '../../server/test/route-limits.ts';
 import { deadline, deadlineErrors, longLived } from '../src/index.ts';
 
 type Express = typeof express;
@@ -108,18 +109,7 @@ for (const [name, framework] of [
     });
 
     it('a router’s own middleware narrows the deadline to its SLA, never widens it', async () => {
-      const report = (await (await request(`${url}/reports/`)).body.json()) as { budgetMs: number; left: number };
-      expect(report.budgetMs).toBe(300);
-      expect(report.left).toBeLessThanOrEqual(300);
-      // The router has no `trust` of its own: the app's verdict on the caller holds.
-      const clamped = await request(`${url}/reports/`, {
-        headers: { 'x-request-deadline': '3000', 'x-internal': '1' },
-      });
-      expect(((await clamped.body.json()) as { budgetMs: number }).budgetMs).toBe(500);
-      const outside = await request(`${url}/reports/`, { headers: { 'x-request-deadline': '3000' } });
-      expect(((await outside.body.json()) as { budgetMs: number }).budgetMs).toBe(300);
-      const generous = (await (await request(`${url}/generous/`)).body.json()) as { left: number };
-      expect(generous.left).toBeLessThanOrEqual(2_000); // the app's 2 s default still holds
+      await expectRouteLimitsNarrow(url, { narrow: '/reports/', generous: '/generous/' });
     });
 
     it('writes its end line through pino-http’s req.log, and the mixin tags handler lines', async () => {

@@ -23,6 +23,7 @@ async function loadTheLibrary(): Promise<void> {
   await import('@deadline/fastify');
   await import('@deadline/express');
   await import('@deadline/koa');
+  await import('@deadline/hono');
 }
 
 const Fastify = async () => {
@@ -37,6 +38,11 @@ const express = async () => {
 const Koa = async () => {
   await loadTheLibrary();
   return (await import('koa')).default;
+};
+
+const Hono = async () => {
+  await loadTheLibrary();
+  return (await import('hono')).Hono;
 };
 
 /** The hello-world fastify server, after `setUp` (a plugin, a hook) if one is given. */
@@ -67,6 +73,17 @@ async function koaServer(setUp?: (app: import('koa')) => unknown): Promise<Serve
   });
   return new Promise((resolve) => {
     const server = app.listen(0, '127.0.0.1', () => resolve(server));
+  });
+}
+
+/** The hello-world Hono server on `@hono/node-server`, after `setUp` (a middleware) if one is given. */
+async function honoServer(setUp?: (app: import('hono').Hono) => unknown): Promise<Server> {
+  const app = new (await Hono())();
+  await setUp?.(app);
+  app.get('/', (c) => c.json(hello));
+  const { serve } = await import('@hono/node-server');
+  return new Promise((resolve) => {
+    const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(server as Server));
   });
 }
 
@@ -135,6 +152,20 @@ export const VARIANTS = {
       const als = new AsyncLocalStorage<object>();
       app.use((_ctx, next) => als.run({}, next));
     }),
+  hono: () => honoServer(),
+  'hono + @deadline/hono': () =>
+    honoServer(async (app) => app.use((await import('@deadline/hono')).deadline({ serviceName: 'bench' }) as never)),
+  // The least a deadline middleware can do keeping the library's promises, by hand (hono-minimum-complete.ts).
+  'hono + complete deadline minimum': () =>
+    honoServer(async (app) =>
+      app.use((await import('../minimum/hono-minimum-complete.js')).completeHonoDeadlineMinimum() as never),
+    ),
+  // The floor, as for fastify.
+  'hono + als.run only': () =>
+    honoServer((app) => {
+      const als = new AsyncLocalStorage<object>();
+      app.use((_c, next) => als.run({}, next));
+    }),
 } as const;
 
 export type Variant = keyof typeof VARIANTS;
@@ -143,7 +174,7 @@ export type Variant = keyof typeof VARIANTS;
  * Variants counted in instructions only (`npm run bench:instructions`, or by hand: `node
  * dist/overhead/server-process.js <variant>` under callgrind, as instructions.ts does), not in the overhead run's
  * throughput: the hand-written minima, a reference point rather than a product (docs/benchmarks/history.md says what
- * each showed), and the frameworks whose cost is given in instructions alone (Koa).
+ * each showed), and the frameworks whose cost is given in instructions alone (Koa, Hono).
  */
 export const COUNT_ONLY: ReadonlySet<Variant> = new Set<Variant>([
   'fastify + deadline minimum',
@@ -153,6 +184,10 @@ export const COUNT_ONLY: ReadonlySet<Variant> = new Set<Variant>([
   'koa + @deadline/koa',
   'koa + als.run only',
   'koa + complete deadline minimum',
+  'hono',
+  'hono + @deadline/hono',
+  'hono + als.run only',
+  'hono + complete deadline minimum',
 ]);
 
 /** What each variant is compared with: the same framework, bare. */
@@ -173,6 +208,10 @@ export const BASELINE: Record<Variant, Variant> = {
   'koa + @deadline/koa': 'koa',
   'koa + als.run only': 'koa',
   'koa + complete deadline minimum': 'koa',
+  hono: 'hono',
+  'hono + @deadline/hono': 'hono',
+  'hono + als.run only': 'hono',
+  'hono + complete deadline minimum': 'hono',
 };
 
 function listen(app: import('express').Express): Promise<Server> {
