@@ -51,3 +51,16 @@ export const fastifyHost: RequestHost = {
   },
   releasesHostData: true,
 };
+
+/**
+ * The plugin's host when its `logger` option is set: the end-of-request line goes there, not to `request.log`.
+ *
+ * @example
+ * ```ts
+ * const host = options.logger === undefined ? fastifyHost : fastifyHostLoggingTo(options.logger);
+ * ```
+ * @internal
+ */
+export function fastifyHostLoggingTo(logger: LineLogger): RequestHost {
+  return { ...fastifyHost, logger: () => logger };
+}

@@ -7,13 +7,14 @@
  * after (fastify binds a context's hooks to its routes when it starts): the order of registration does not matter.
  */
 import type { DeadlineContext } from '@deadline/core';
-import { monotonicNow, type Scope, storage } from '@deadline/core/internal';
-import type { DeadlineServerOptions, RequestDeadline, RouteLimits } from '@deadline/server';
+import { checkObject, monotonicNow, type Scope, storage } from '@deadline/core/internal';
+import type { DeadlineServerOptions, LineLogger, RequestDeadline, RouteLimits } from '@deadline/server';
 import {
   createParser,
   isLongLived,
   isTrusted,
   longLivedLimits,
+  type RequestHost,
   type RequestState,
   resolveBudget,
   resolveOptions,
@@ -28,7 +29,7 @@ import type {
 } from 'fastify';
 import fp from 'fastify-plugin';
 import { answerDeadlineErrors, lendStatus } from './deadline-errors.js';
-import { fastifyHost } from './host.js';
+import { fastifyHost, fastifyHostLoggingTo } from './host.js';
 import { RequestSignals } from './request-signal.js';
 import { RoutePlans } from './route-plans.js';
 
@@ -55,7 +56,10 @@ declare module 'fastify' {
  * const options: FastifyDeadlineOptions = { serviceName: 'gateway', defaultMs: 3_000, maxMs: 10_000 };
  * ```
  */
-export type FastifyDeadlineOptions = DeadlineServerOptions<FastifyRequest>;
+export interface FastifyDeadlineOptions extends DeadlineServerOptions<FastifyRequest> {
+  /** Where the end-of-request line goes. Default: the request's own logger (`request.log`). */
+  logger?: LineLogger | undefined;
+}
 
 const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options, done) => {
   let resolved: ReturnType<typeof resolveOptions<FastifyRequest>>;
@@ -63,6 +67,14 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
     resolved = resolveOptions<FastifyRequest>(options);
   } catch (error) {
     // Fails the registration (and `ready()`/`listen()`) with the error naming the option.
+    done(error as Error);
+    return;
+  }
+  let host: RequestHost;
+  try {
+    const logger = checkObject('logger', options?.logger) as LineLogger | undefined;
+    host = logger === undefined ? fastifyHost : fastifyHostLoggingTo(logger);
+  } catch (error) {
     done(error as Error);
     return;
   }
@@ -113,7 +125,7 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
       reply.raw,
       headers,
       resolved as never,
-      fastifyHost,
+      host,
       budget,
       arrivedAt,
       limits,

@@ -75,6 +75,25 @@ describe('fastify plugin', () => {
     await expect(other.ready()).rejects.toThrow(/serviceName must be/);
   });
 
+  it('writes its end line to the logger option when one is given, instead of request.log', async () => {
+    const own: LogLine[] = [];
+    const requests: LogLine[] = [];
+    const app = Fastify({ loggerInstance: pino(memoryDestination(requests)) });
+    await app.register(fastifyDeadline, { serviceName: 'orders', logger: pino(memoryDestination(own)) });
+    app.get('/', async () => 'ok');
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      await (await request(url)).body.dump();
+      await expect.poll(() => own.some((line) => line.msg === 'deadline: ok')).toBe(true);
+      expect(requests.some((line) => String(line.msg).startsWith('deadline:'))).toBe(false);
+      const bad = Fastify();
+      bad.register(fastifyDeadline, { logger: 'console' as never });
+      await expect(bad.ready()).rejects.toThrow(/logger must be/);
+    } finally {
+      await app.close();
+    }
+  });
+
   it('checks a route’s config.deadline when the route is added', async () => {
     const app = Fastify();
     await app.register(fastifyDeadline, { maxMs: 1_000 });

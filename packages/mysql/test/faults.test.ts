@@ -20,7 +20,7 @@ import { KILL_TIMEOUT_MS, Killer, MAX_SIDE_CONNECTIONS } from '../src/killer.ts'
 import { mysql2Sides } from '../src/side-connection.ts';
 import { sightingOf } from '../src/sightings.ts';
 import { oneCutterAtATime } from './one-cutter-at-a-time.ts';
-import { ServerProbe } from './server-probe.ts';
+import { type ServerProbe, startServerProbe } from './server-probe.ts';
 import { SilentForwarder } from './silent-forwarder.ts';
 import { connectionConfigOf, marker, type Settled, testUser, underDeadline, Watcher } from './support.ts';
 
@@ -251,7 +251,7 @@ describe.runIf(ok)('the server drops connections (MariaDB)', () => {
 
   beforeAll(async () => {
     watcher = await Watcher.open();
-    probe = await ServerProbe.start();
+    probe = await startServerProbe();
     const [[row]] = await watcher.query<RowDataPacket[]>('SELECT @@global.max_statement_time AS limit_s');
     serverLimit = Number(row?.limit_s);
     watch = watchProcess();

@@ -1,62 +1,14 @@
 /**
- * Whether the server itself answers: a tiny statement, back to back, on a connection of the test's own that no
- * fault touches. When the probe waits seconds too (seen on this 2-core machine: `SELECT SLEEP(0.01)` took 2–5 s
- * for a bare mysql2 connection while other test files sent KILLs), a load that stalled with it says nothing about
- * this package, and the test says so instead of failing.
+ * The server probe (test/support/server-probe.ts) on MariaDB: `SELECT SLEEP(0.005)` on a mysql2 connection of its own.
  */
-import { type Connection, createConnection } from 'mysql2/promise';
+import { createConnection } from 'mysql2/promise';
+import { ServerProbe } from '../../../test/support/server-probe.ts';
 import { serverOptions } from './support.ts';
 
-export class ServerProbe {
-  readonly #connection: Connection;
-  /** Each probe's start and end (performance.now()); the last one's end is undefined while it runs. */
-  readonly #probes: { startedAt: number; endedAt: number | undefined }[] = [];
-  #running: Promise<void> | undefined;
-  #stopped = false;
-
-  private constructor(connection: Connection) {
-    this.#connection = connection;
-  }
-
-  /** Starts probing the test server on a connection of its own. */
-  static async start(): Promise<ServerProbe> {
-    const probe = new ServerProbe(await createConnection(serverOptions()));
-    probe.#running = probe.#loop();
-    return probe;
-  }
-
-  /** The longest wait for an answer among the probes that ran at any time between `from` and `to`. */
-  longestBetween(from: number, to: number): number {
-    let longest = 0;
-    const now = performance.now();
-    for (const { startedAt, endedAt } of this.#probes) {
-      const end = endedAt ?? now;
-      if (end >= from && startedAt <= to) longest = Math.max(longest, end - startedAt);
-    }
-    return longest;
-  }
-
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    await this.#running;
-    await this.#connection.end().catch(() => {});
-  }
-
-  /**
-   * Never rejects: a probe whose connection failed stops probing (its last wait closed where it failed, so no
-   * stall grows from it: the tests' bounds stay as they are).
-   */
-  async #loop(): Promise<void> {
-    while (!this.#stopped) {
-      const probe = { startedAt: performance.now(), endedAt: undefined as number | undefined };
-      this.#probes.push(probe);
-      try {
-        await this.#connection.query('SELECT SLEEP(0.005)');
-      } catch {
-        probe.endedAt = performance.now();
-        return;
-      }
-      probe.endedAt = performance.now();
-    }
-  }
+/** Starts probing the test server. */
+export async function startServerProbe(): Promise<ServerProbe> {
+  const connection = await createConnection(serverOptions());
+  return ServerProbe.start({ probe: () => connection.query('SELECT SLEEP(0.005)'), close: () => connection.end() });
 }
+
+export type { ServerProbe };

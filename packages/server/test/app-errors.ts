@@ -86,6 +86,21 @@ export async function runOutOfBudget(app: SleepingApp, hop: string): Promise<Log
   return lines;
 }
 
+/**
+ * A JSON body posted with an 800 ms budget to a route that answers `{ received: <the parsed body>, left: <ms left> }`:
+ * parsed by the app's body parser, inside the budget (its arrival anchored before the parser ran).
+ */
+export async function postWithinBudget(url: string): Promise<void> {
+  const res = await request(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-request-deadline': '800' },
+    body: JSON.stringify({ sku: 'a-1' }),
+  });
+  const body = (await res.body.json()) as { received: unknown; left: number };
+  expect(body.received).toEqual({ sku: 'a-1' });
+  expect(body.left).toBeLessThanOrEqual(800);
+}
+
 /** The first line with `msg` written since `from`, waited for (the end line follows the response's close). */
 export async function lineOf(logs: LogLine[], from: number, msg: string): Promise<LogLine> {
   const until = performance.now() + 5_000;

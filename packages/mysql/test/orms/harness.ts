@@ -7,7 +7,7 @@ import mysql, { type RowDataPacket } from 'mysql2';
 import { ormChecks as checks, type Orm, type Server, TABLE } from '../../../../test/support/orm-checks.ts';
 import { instrumentMariadb, instrumentMysql, type MariadbModule, type Mysql2Module } from '../../src/index.ts';
 import { oneCutterAtATime } from '../one-cutter-at-a-time.ts';
-import { ServerProbe } from '../server-probe.ts';
+import { startServerProbe } from '../server-probe.ts';
 import { Watcher } from '../support.ts';
 
 /** The driver module the ORM runs on: this project's mysql2, the copy of mysql2 an ORM pins, or the connector. */
@@ -17,7 +17,7 @@ export { KEEP_IDLE_MS, POOL_MAX, TABLE } from '../../../../test/support/orm-chec
 
 async function mariadb(driver: Driver): Promise<Server> {
   const watcher = await Watcher.open();
-  const probe = await ServerProbe.start();
+  const probe = await startServerProbe();
   const count = async (sql: string, values: unknown[]) => {
     const [rows] = await watcher.query<RowDataPacket[]>(sql, values);
     return Number(rows[0]?.n);

@@ -4,6 +4,8 @@
  */
 import pg from 'pg';
 import { ormChecks as checks, type Orm, type Server, TABLE } from '../../../../test/support/orm-checks.ts';
+import { ServerProbe } from '../../../../test/support/server-probe.ts';
+import { POSTGRES } from '../../../../test/support/services.ts';
 import { instrumentPg } from '../../src/index.ts';
 import { ServerActivity } from '../support/activity.ts';
 
@@ -14,6 +16,13 @@ type PgModule = Parameters<typeof instrumentPg>[0];
 
 async function postgres(driver: PgModule): Promise<Server> {
   const activity = await ServerActivity.open();
+  // Whether the server itself answers meanwhile (a cancel it acts on late under load is not the package's).
+  const probeClient = new pg.Client({ connectionString: POSTGRES.url });
+  await probeClient.connect();
+  const probe = ServerProbe.start({
+    probe: () => probeClient.query('SELECT pg_sleep(0.005)'),
+    close: () => probeClient.end(),
+  });
   const count = async (sql: string, values: unknown[]) =>
     ((await activity.monitor.query(sql, values)).rows[0] as { n: number }).n;
   return {
@@ -26,13 +35,17 @@ async function postgres(driver: PgModule): Promise<Server> {
     },
     startedRunning: (mark) => activity.startedRunning(mark),
     goneAt: (mark) => activity.goneAt(mark),
+    stalledBetween: (from, to) => probe.longestBetween(from, to),
     busyWith: (prefix) =>
       count(
         "SELECT count(*)::int AS n FROM pg_stat_activity WHERE state <> 'idle' AND query LIKE $1 AND pid <> pg_backend_pid()",
         [`%${prefix}%`],
       ),
     rowsTagged: (tag) => count(`SELECT count(*)::int AS n FROM ${TABLE} WHERE tag = $1`, [tag]),
-    end: () => activity.end(),
+    end: async () => {
+      await probe.stop();
+      await activity.end();
+    },
   };
 }
 

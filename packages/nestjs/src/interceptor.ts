@@ -1,0 +1,82 @@
+/**
+ * The module's interceptor, around every HTTP route: it runs the route — its pipes, the interceptors inside it and
+ * the handler — in the request's context, narrowed to the route's `@Deadline()` limits (or long-lived), and hands an
+ * error that is about a deadline to Nest's exception layer as the typed error itself: a `DeadlineExceededError` or
+ * `CancelledError` that `fetch` or a driver wrapped (`TypeError: fetch failed`) is unwrapped, so that the exception
+ * filters — the module's, or the app's own — see what it is.
+ */
+import { ErrorCode, findDeadlineError } from '@deadline/core';
+import { findErrorWithCode } from '@deadline/core/internal';
+import type { RouteLimits } from '@deadline/server';
+import { type RequestState, type ResolvedLimits, resolveLimits } from '@deadline/server/internal';
+import { type CallHandler, type ExecutionContext, Inject, Injectable, type NestInterceptor } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import { catchError, EMPTY, Observable, throwError } from 'rxjs';
+import { DEADLINE_LIMITS } from './deadline.decorator.js';
+import { DEADLINE_SETUP, type ModuleSetup, type NestRequest } from './options.js';
+import { stateOf } from './request-state.js';
+
+/**
+ * Runs each HTTP route inside its request's deadline context. Provided by {@link DeadlineModule} for the whole app;
+ * use it by hand only without the module.
+ *
+ * @example
+ * ```ts
+ * // What DeadlineModule.forRoot() provides:
+ * providers: [{ provide: APP_INTERCEPTOR, useClass: DeadlineInterceptor }];
+ * ```
+ */
+@Injectable()
+export class DeadlineInterceptor implements NestInterceptor {
+  /** Each handler's or controller's limits, resolved over the module's once. */
+  readonly #limits = new WeakMap<object, ResolvedLimits>();
+
+  constructor(
+    @Inject(Reflector) private readonly reflector: Reflector,
+    @Inject(DEADLINE_SETUP) private readonly setup: ModuleSetup,
+  ) {}
+
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    if (context.getType() !== 'http') return next.handle();
+    const request = context.switchToHttp().getRequest<NestRequest>();
+    const state = stateOf(request);
+    if (state === undefined) return next.handle();
+    const limits = this.reflector.getAllAndOverride<RouteLimits | false | undefined>(DEADLINE_LIMITS, [
+      context.getHandler(),
+      context.getClass(),
+    ]);
+    if (limits === false) state.makeLongLived();
+    else if (limits !== undefined && !state.longLived && !this.#narrow(state, request, context, limits)) return EMPTY;
+    return new Observable((subscriber) =>
+      state.context.run(() =>
+        next
+          .handle()
+          .pipe(catchError((error: unknown) => throwError(() => typedError(state, error))))
+          .subscribe(subscriber),
+      ),
+    );
+  }
+
+  /** Narrows the request's deadline to the route's limits; false when it was refused (answered already). */
+  #narrow(state: RequestState, request: NestRequest, context: ExecutionContext, limits: RouteLimits): boolean {
+    const handler = context.getHandler();
+    const key = this.reflector.get(DEADLINE_LIMITS, handler) === undefined ? context.getClass() : handler;
+    let resolved = this.#limits.get(key);
+    if (resolved === undefined) {
+      resolved = resolveLimits(limits, this.setup.resolved.limits, '@Deadline() ');
+      this.#limits.set(key, resolved);
+    }
+    const budget = this.setup.budgetOf(request, request.headers, resolved, state.budget.trusted);
+    return state.narrow(budget, resolved.minMs);
+  }
+}
+
+/** The error Nest's exception layer gets: the deadline error or cancellation itself, or a breaker's refusal unwrapped. */
+function typedError(state: RequestState, error: unknown): unknown {
+  const typed = findDeadlineError(error);
+  if (typed !== undefined) {
+    state.recordError(typed);
+    return typed;
+  }
+  return findErrorWithCode(error, ErrorCode.CircuitOpen) ?? error;
+}
