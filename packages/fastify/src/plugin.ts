@@ -63,18 +63,13 @@ export interface FastifyDeadlineOptions extends DeadlineServerOptions<FastifyReq
 
 const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options, done) => {
   let resolved: ReturnType<typeof resolveOptions<FastifyRequest>>;
-  try {
-    resolved = resolveOptions<FastifyRequest>(options);
-  } catch (error) {
-    // Fails the registration (and `ready()`/`listen()`) with the error naming the option.
-    done(error as Error);
-    return;
-  }
   let host: RequestHost;
   try {
+    resolved = resolveOptions<FastifyRequest>(options);
     const logger = checkObject('logger', options?.logger) as LineLogger | undefined;
     host = logger === undefined ? fastifyHost : fastifyHostLoggingTo(logger);
   } catch (error) {
+    // Fails the registration (and `ready()`/`listen()`) with the error naming the option.
     done(error as Error);
     return;
   }

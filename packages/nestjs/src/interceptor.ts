@@ -11,7 +11,7 @@ import type { RouteLimits } from '@deadline/server';
 import { type RequestState, type ResolvedLimits, resolveLimits } from '@deadline/server/internal';
 import { type CallHandler, type ExecutionContext, Inject, Injectable, type NestInterceptor } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { catchError, EMPTY, Observable, throwError } from 'rxjs';
+import { catchError, Observable, of, throwError } from 'rxjs';
 import { DEADLINE_LIMITS } from './deadline.decorator.js';
 import { DEADLINE_SETUP, type ModuleSetup, type NestRequest } from './options.js';
 import { stateOf } from './request-state.js';
@@ -46,7 +46,11 @@ export class DeadlineInterceptor implements NestInterceptor {
       context.getClass(),
     ]);
     if (limits === false) state.makeLongLived();
-    else if (limits !== undefined && !state.longLived && !this.#narrow(state, request, context, limits)) return EMPTY;
+    else if (limits !== undefined && !state.longLived && !this.#narrow(state, request, context, limits)) {
+      // Refused (its budget is below the route's minimum) and answered 504: the route does not run, and Nest's own
+      // answer of nothing goes nowhere.
+      return of(undefined);
+    }
     return new Observable((subscriber) =>
       state.context.run(() =>
         next

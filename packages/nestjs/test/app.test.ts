@@ -178,6 +178,13 @@ class OrdersController {
     throw new Error('a bug');
   }
 
+  @Get('needs-time')
+  @Deadline({ minMs: 100 })
+  needsTime() {
+    seen.set('needs-time', currentContext());
+    return 'ran';
+  }
+
   @Get('quick')
   @Deadline({ defaultMs: 300, maxMs: 500 })
   quick() {
@@ -318,6 +325,13 @@ for (const platform of ['express', 'fastify'] as Platform[]) {
       expect(report.headers['x-deadline-exceeded-by']).toBe('orders');
       await report.body.dump();
       expect(await lineOf(logs, before, 'deadline: deadline_exceeded')).toMatchObject({ budgetMs: 200 });
+      // A caller's budget below the route's minMs: refused with 504 before the route runs, nothing at error level.
+      seen.delete('needs-time');
+      const refused = await request(`${started.url}/orders/needs-time`, { headers: { 'x-request-deadline': '50' } });
+      expect(refused.statusCode).toBe(504);
+      expect(await refused.body.json()).toMatchObject({ error: 'deadline_exceeded', exceededBy: 'orders' });
+      expect(seen.has('needs-time')).toBe(false);
+      expect(errorLines()).toEqual([]);
       const feed = await request(`${started.url}/reports/feed`);
       expect(await feed.body.json()).toEqual({ longLived: true });
     });
