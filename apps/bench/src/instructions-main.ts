@@ -32,7 +32,7 @@ import { startEchoServerProcess } from './rpc/rpc-overhead.js';
 type Role = 'bare' | 'floor' | 'peer' | 'minimum' | 'library';
 
 interface Row {
-  framework: 'fastify' | 'express' | 'koa' | 'hono' | 'fetch' | 'grpc' | 'connect';
+  framework: 'fastify' | 'express' | 'koa' | 'hono' | 'nest-express' | 'nest-fastify' | 'fetch' | 'grpc' | 'connect';
   role: Role;
   target: Target;
 }
@@ -59,6 +59,12 @@ const ROWS: Row[] = [
   { framework: 'hono', role: 'floor', target: server('hono + als.run only') },
   { framework: 'hono', role: 'minimum', target: server('hono + complete deadline minimum') },
   { framework: 'hono', role: 'library', target: server('hono + @deadline/hono') },
+  { framework: 'nest-express', role: 'bare', target: server('nest (express)') },
+  { framework: 'nest-express', role: 'floor', target: server('nest (express) + als.run only') },
+  { framework: 'nest-express', role: 'library', target: server('nest (express) + @deadline/nestjs') },
+  { framework: 'nest-fastify', role: 'bare', target: server('nest (fastify)') },
+  { framework: 'nest-fastify', role: 'floor', target: server('nest (fastify) + als.run only') },
+  { framework: 'nest-fastify', role: 'library', target: server('nest (fastify) + @deadline/nestjs') },
   { framework: 'fetch', role: 'bare', target: client('fetch, bare Agent') },
   { framework: 'fetch', role: 'floor', target: client('fetch + a dispatcher that only forwards') },
   { framework: 'fetch', role: 'library', target: client('fetch + DeadlineDispatcher') },
@@ -122,6 +128,8 @@ const COUNTS: Record<Row['framework'], CountOptions> = quick
       express: { warmUp: 1_000, requests: 200 },
       koa: { warmUp: 1_000, requests: 200 },
       hono: { warmUp: 1_000, requests: 200 },
+      'nest-express': { warmUp: 1_000, requests: 200 },
+      'nest-fastify': { warmUp: 1_000, requests: 200 },
       fetch: { warmUp: 500, requests: 100 },
       grpc: { warmUp: 500, requests: 100 },
       connect: { warmUp: 500, requests: 100 },
@@ -131,6 +139,8 @@ const COUNTS: Record<Row['framework'], CountOptions> = quick
       express: { warmUp: 30_000, requests: 2_000 },
       koa: { warmUp: 30_000, requests: 2_000 },
       hono: { warmUp: 30_000, requests: 2_000 },
+      'nest-express': { warmUp: 30_000, requests: 2_000 },
+      'nest-fastify': { warmUp: 30_000, requests: 2_000 },
       fetch: { warmUp: 20_000, requests: 600 },
       grpc: { warmUp: 10_000, requests: 600 },
       connect: { warmUp: 10_000, requests: 600 },
@@ -140,6 +150,8 @@ const WARM_UP_BEFORE_24: Partial<Record<Row['framework'], number>> = {
   express: 15_000,
   koa: 15_000,
   hono: 15_000,
+  'nest-express': 15_000,
+  'nest-fastify': 15_000,
   fetch: 8_000,
 };
 
@@ -224,7 +236,17 @@ const job = (node: NodeBinary, row: Row) => async () => {
   );
 };
 /** The longest first (express's counts take the longest of the servers'): the last to end is a short one. */
-const LONGEST_FIRST: Row['framework'][] = ['express', 'koa', 'hono', 'fastify', 'fetch', 'grpc', 'connect'];
+const LONGEST_FIRST: Row['framework'][] = [
+  'nest-express',
+  'express',
+  'nest-fastify',
+  'koa',
+  'hono',
+  'fastify',
+  'fetch',
+  'grpc',
+  'connect',
+];
 const jobsOf = (kind: Target['kind']) =>
   LONGEST_FIRST.flatMap((framework) =>
     nodes.flatMap((node) =>

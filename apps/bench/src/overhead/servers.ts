@@ -166,6 +166,20 @@ export const VARIANTS = {
       const als = new AsyncLocalStorage<object>();
       app.use((_c, next) => als.run({}, next));
     }),
+  'nest (express)': async () => (await import('./nest-servers.js')).nestServer('express'),
+  'nest (express) + als.run only': async () =>
+    (await import('./nest-servers.js')).nestServer('express', { floor: true }),
+  'nest (express) + @deadline/nestjs': async () => {
+    const nest = await import('./nest-servers.js');
+    return nest.nestServer('express', { imports: await nest.deadlineModule() });
+  },
+  'nest (fastify)': async () => (await import('./nest-servers.js')).nestServer('fastify'),
+  'nest (fastify) + als.run only': async () =>
+    (await import('./nest-servers.js')).nestServer('fastify', { floor: true }),
+  'nest (fastify) + @deadline/nestjs': async () => {
+    const nest = await import('./nest-servers.js');
+    return nest.nestServer('fastify', { imports: await nest.deadlineModule() });
+  },
 } as const;
 
 export type Variant = keyof typeof VARIANTS;
@@ -174,7 +188,7 @@ export type Variant = keyof typeof VARIANTS;
  * Variants counted in instructions only (`npm run bench:instructions`, or by hand: `node
  * dist/overhead/server-process.js <variant>` under callgrind, as instructions.ts does), not in the overhead run's
  * throughput: the hand-written minima, a reference point rather than a product (docs/benchmarks/history.md says what
- * each showed), and the frameworks whose cost is given in instructions alone (Koa, Hono).
+ * each showed), and the frameworks whose cost is given in instructions alone (Koa, Hono, NestJS).
  */
 export const COUNT_ONLY: ReadonlySet<Variant> = new Set<Variant>([
   'fastify + deadline minimum',
@@ -188,6 +202,12 @@ export const COUNT_ONLY: ReadonlySet<Variant> = new Set<Variant>([
   'hono + @deadline/hono',
   'hono + als.run only',
   'hono + complete deadline minimum',
+  'nest (express)',
+  'nest (express) + als.run only',
+  'nest (express) + @deadline/nestjs',
+  'nest (fastify)',
+  'nest (fastify) + als.run only',
+  'nest (fastify) + @deadline/nestjs',
 ]);
 
 /** What each variant is compared with: the same framework, bare. */
@@ -212,6 +232,12 @@ export const BASELINE: Record<Variant, Variant> = {
   'hono + @deadline/hono': 'hono',
   'hono + als.run only': 'hono',
   'hono + complete deadline minimum': 'hono',
+  'nest (express)': 'nest (express)',
+  'nest (express) + als.run only': 'nest (express)',
+  'nest (express) + @deadline/nestjs': 'nest (express)',
+  'nest (fastify)': 'nest (fastify)',
+  'nest (fastify) + als.run only': 'nest (fastify)',
+  'nest (fastify) + @deadline/nestjs': 'nest (fastify)',
 };
 
 function listen(app: import('express').Express): Promise<Server> {
