@@ -2,15 +2,16 @@
  * `npm run bench:instructions`: the overhead in instructions per request (callgrind), alone, on this machine's
  * Node and on the pinned newer ones (scripts/node-versions.json: 22, 24 and 26) — for fastify, express and
  * fetch: bare, the floor of any AsyncLocalStorage adapter (or of any undici interceptor), the peer that does
- * less (`@fastify/request-context`), and the library; for the RPC clients (grpc-js, Connect): bare, with a deadline of
- * their own per call (the floor: what a deadline costs the library underneath), and the library.
+ * less (`@fastify/request-context`), and the library; for Koa, Hono and NestJS (on express and on fastify): bare, the
+ * floor and the library; for the RPC clients (grpc-js, Connect): bare, with a deadline of their own per call (the
+ * floor: what a deadline costs the library underneath), and the library.
  * Printed as one table, written to instructions-report.json.
  *
  * Two counts run at a time (one per core: a count does not move with the load beside it, only the wall time
  * does). `--quick`: a short warm-up and window, a smoke test of the harness, not a measurement. `--node 24,26`:
- * those majors only. `--only fastify,express` (or `grpc,connect`): those frameworks' rows only. `--rpc`: the RPC
- * clients' rows too (left out by default: they would take the run past 10 minutes). `--minimum`: the hand-written
- * complete minima too (fastify's, express's, Koa's and Hono's).
+ * those majors only. `--only fastify,express` (or `grpc,connect`, `koa,hono`): those frameworks' rows only. `--rpc`:
+ * the RPC clients' rows too, `--frameworks` Koa's, Hono's and NestJS's (each left out by default: they would take the
+ * run past 10 minutes). `--minimum`: the hand-written complete minima too (fastify's, express's, Koa's and Hono's).
  */
 import { writeFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
@@ -93,11 +94,14 @@ const withMinimum = process.argv.includes('--minimum');
  */
 const withRpc = process.argv.includes('--rpc');
 const RPC_FRAMEWORKS: Row['framework'][] = ['grpc', 'connect'];
+/** Koa's, Hono's and NestJS's rows run when asked for (`--frameworks`, or by name in `--only`): 60 counts more. */
+const withFrameworks = process.argv.includes('--frameworks');
+const MORE_FRAMEWORKS: Row['framework'][] = ['koa', 'hono', 'nest-express', 'nest-fastify'];
+const byDefault = (framework: Row['framework']) =>
+  (withRpc || !RPC_FRAMEWORKS.includes(framework)) && (withFrameworks || !MORE_FRAMEWORKS.includes(framework));
 const rows = ROWS.filter(
   (row) =>
-    (onlyFrameworks === undefined
-      ? withRpc || !RPC_FRAMEWORKS.includes(row.framework)
-      : onlyFrameworks.includes(row.framework)) &&
+    (onlyFrameworks === undefined ? byDefault(row.framework) : onlyFrameworks.includes(row.framework)) &&
     (row.role !== 'minimum' || withMinimum),
 );
 const onlyMajors = process.argv[process.argv.indexOf('--node') + 1]?.split(',').map(Number);
