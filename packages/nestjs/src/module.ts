@@ -44,6 +44,7 @@ const MOUNT = Symbol('deadline.nestjs.mount');
  * ```
  */
 @Module({})
+// biome-ignore lint/complexity/noStaticOnlyClass: a Nest module is a class, configured by its static forRoot()
 export class DeadlineModule {
   /** The module with these options (checked now: a bad value throws an `InvalidArgumentError` naming it). */
   static forRoot(options: DeadlineModuleOptions = {}): DynamicModule {

@@ -62,7 +62,8 @@ const seen = new Map<string, DeadlineContext | undefined>();
 const caught: unknown[] = [];
 let db: ReturnType<typeof withDeadline<pg.Pool>>;
 
-const downstream = () => new DeadlineExceededError({ phase: 'during-call', whose: 'downstream:inventory', budgetMs: 80 });
+const downstream = () =>
+  new DeadlineExceededError({ phase: 'during-call', whose: 'downstream:inventory', budgetMs: 80 });
 
 @Injectable()
 class ContextMiddleware implements NestMiddleware {
