@@ -51,14 +51,12 @@ export class DeadlineInterceptor implements NestInterceptor {
       // answer of nothing goes nowhere.
       return of(undefined);
     }
-    return new Observable((subscriber) =>
-      state.context.run(() =>
-        next
-          .handle()
-          .pipe(catchError((error: unknown) => throwError(() => typedError(state, error))))
-          .subscribe(subscriber),
-      ),
-    );
+    const handled = () =>
+      next.handle().pipe(catchError((error: unknown) => throwError(() => typedError(state, error))));
+    // Without limits of its own the route already runs in the request's context (the platform's mount runs the whole
+    // chain in it): only a narrowed or long-lived one is entered here.
+    if (limits === undefined) return handled();
+    return new Observable((subscriber) => state.context.run(() => handled().subscribe(subscriber)));
   }
 
   /** Narrows the request's deadline to the route's limits; false when it was refused (answered already). */
