@@ -1,5 +1,5 @@
-import { existsSync, readdirSync, statSync } from 'node:fs';
-import { basename, join, relative } from 'node:path';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { configDefaults, defineConfig } from 'vitest/config';
 import LongestFirstSequencer from './scripts/test-sequencer.ts';
@@ -30,21 +30,79 @@ const aloneFiles = (root: string) =>
     .filter((entry) => entry.isFile() && ALONE.has(relative(repo, join(entry.parentPath, entry.name))))
     .map((entry) => relative(root, join(entry.parentPath, entry.name)));
 
+/** An import a variant resolves elsewhere (a vite alias): the specifiers `find` matches, and what replaces the match. */
+type Redirect = { find: RegExp; replacement: string };
+
+/** The peer itself to the other major, installed beside it under an npm alias: `ioredis` → `ioredis6`. */
+const aliased = (peer: string, alias: string): Redirect => ({ find: new RegExp(`^${peer}$`), replacement: alias });
+
+/**
+ * Every import of a scope's packages, `@nestjs/<name>` and `@nestjs/<name>/<subpath>`, to the same path under `dir`:
+ * the other major installed apart, in a workspace of its own. A peer made of several packages that require one
+ * another cannot be an npm alias: its packages' own imports, which Node resolves and no alias reaches, would find the
+ * workspace's major; apart, each finds its neighbours of the same major. A package of the scope not installed under
+ * `dir` fails to resolve, rather than mixing the majors.
+ */
+const scopeIn = (scope: string, dir: string): Redirect => ({
+  find: new RegExp(`^${scope}/`),
+  replacement: `${join(dir, scope)}/`,
+});
+
+/**
+ * A dependency vite runs (`inline`) whose files name source maps it does not ship (nestjs-cls's): loaded without the
+ * dangling `sourceMappingURL` comment, or vite warns once for each of its files that the map is missing.
+ */
+function withoutMissingMaps(packages: string[]) {
+  const dirs = packages.map((name) => `/node_modules/${name}/`);
+  return {
+    name: 'deadline:without-missing-maps',
+    load(id: string) {
+      if (!id.endsWith('.js') || !dirs.some((dir) => id.includes(dir))) return null;
+      const code = readFileSync(id, 'utf8');
+      const comment = /\n\/\/# sourceMappingURL=(\S+)\s*$/.exec(code);
+      return comment?.[1] !== undefined && !existsSync(join(dirname(id), comment[1]))
+        ? code.slice(0, comment.index)
+        : null;
+    },
+  };
+}
+
+interface Variant {
+  name: string;
+  /** The imports of the package's sources and tests that resolve to the other major. */
+  imports: Redirect[];
+  /**
+   * Dependencies that import the peer themselves, run by vite in the variant so that `imports` reach theirs too:
+   * left to Node, they would load the workspace's major beside the other.
+   */
+  inline?: string[];
+  exclude?: string[];
+}
+
 /**
  * A package's tests run again against another major of a peer its range allows, where the two behave
  * differently: each variant is a project `<package>:<variant>` whose imports of the peer resolve to the other
- * major, installed beside it under an npm alias (the package's devDependencies). ioredis 6 speaks RESP3 by default
- * and gates commands behind its handshake; `>=5.3.0 <7` promises both.
+ * major, installed beside it under an npm alias (the package's devDependencies) or apart (`test/<major>`). ioredis 6
+ * speaks RESP3 by default and gates commands behind its handshake; `>=5.3.0 <7` promises both. NestJS 11 is CommonJS
+ * and 12 ESM, on their own majors of express and fastify; `^11.0.0 || ^12.0.0` promises both.
  */
-const VARIANTS: Record<string, { name: string; peer: string; alias: string; exclude?: string[] }[]> = {
+const VARIANTS: Record<string, Variant[]> = {
   // The suites that name each client they run on (the conformance suites: both ioredis majors, both node-redis
   // majors) and node-redis's own files run once.
   redis: [
     {
       name: 'ioredis6',
-      peer: 'ioredis',
-      alias: 'ioredis6',
+      imports: [aliased('ioredis', 'ioredis6')],
       exclude: ['test/conformance/**', 'test/node-redis*.test.ts'],
+    },
+  ],
+  // All of Nest from test/nest11, nestjs-cls's imports of it too: one Nest 12 class in the app (`HttpAdapterHost`,
+  // `Reflector`) is an injection token Nest 11 does not know.
+  nestjs: [
+    {
+      name: 'nest11',
+      imports: [scopeIn('@nestjs', join(repo, 'test/nest11/node_modules'))],
+      inline: ['nestjs-cls'],
     },
   ],
 };
@@ -55,10 +113,17 @@ function projectsOf(root: string) {
   const main = { name, root, include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...alone] };
   const projects: object[] = [{ extends: true as const, test: main }];
   for (const variant of VARIANTS[name] ?? []) {
+    const inline = variant.inline ?? [];
     projects.push({
       extends: true as const,
-      resolve: { alias: [{ find: new RegExp(`^${variant.peer}$`), replacement: variant.alias }] },
-      test: { ...main, name: `${name}:${variant.name}`, exclude: [...main.exclude, ...(variant.exclude ?? [])] },
+      plugins: inline.length > 0 ? [withoutMissingMaps(inline)] : [],
+      resolve: { alias: variant.imports },
+      test: {
+        ...main,
+        name: `${name}:${variant.name}`,
+        exclude: [...main.exclude, ...(variant.exclude ?? [])],
+        ...(inline.length > 0 ? { server: { deps: { inline } } } : {}),
+      },
     });
   }
   if (alone.length > 0) {

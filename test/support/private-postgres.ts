@@ -9,10 +9,10 @@
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { freePort } from './free-port.ts';
 
 const run = promisify(execFile);
 const SERVER_BINARIES = ['initdb', 'pg_ctl', 'postgres'];
@@ -85,18 +85,6 @@ export async function requirePostgresBinaries(): Promise<PostgresBinaries | unde
   if (process.env.CI) throw new Error(message);
   console.warn(`skipped: ${message}`);
   return undefined;
-}
-
-/** A port nobody listens on now, on 127.0.0.1. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** Creates, configures and starts a private server. */

@@ -1,5 +1,5 @@
 /**
- * Tests that need a real PostgreSQL, MariaDB or Redis ask for it here. Under `CI=true` an unreachable service
+ * Tests that need a real PostgreSQL, MariaDB, Redis, RabbitMQ or NATS ask for it here. Under `CI=true` an unreachable service
  * fails the test file (CI must never pass by skipping); elsewhere the tests are skipped with a message naming
  * the service and how to start it.
  */
@@ -28,6 +28,19 @@ export const REDIS: Service = {
   name: 'Redis',
   url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
   start: 'redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no',
+};
+
+export const RABBITMQ: Service = {
+  name: 'RabbitMQ',
+  url: process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
+  start: 'rabbitmq-server -detached',
+};
+
+export const NATS: Service = {
+  name: 'NATS',
+  url: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+  start:
+    'start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server',
 };
 
 /** Whether the service's port accepts a connection (within 2 s). */

@@ -11,6 +11,7 @@ import { type ArgumentsHost, Catch, type ExceptionFilter, Inject } from '@nestjs
 import { HttpAdapterHost } from '@nestjs/core';
 import { throwError } from 'rxjs';
 import { stateOf } from './request-state.js';
+import { rpcAnswerOf } from './rpc-call.js';
 
 interface Replies {
   isHeadersSent(response: unknown): boolean;
@@ -44,7 +45,8 @@ export class DeadlineExceptionFilter implements ExceptionFilter {
     // Handed over by an app's own filter: what it is found as (an error that is about no deadline is thrown back).
     const typed = findDeadlineError(exception);
     if (typed === undefined) throw exception;
-    // A message handler's: its transport answers it.
+    // A microservice's message: answered on its transport, as an `RpcException` would be.
+    if (host.getType() === 'rpc') return throwError(() => rpcAnswerOf(typed, host));
     if (host.getType() !== 'http') return throwError(() => typed);
     const http = host.switchToHttp();
     const response = http.getResponse<unknown>();
@@ -55,7 +57,11 @@ export class DeadlineExceptionFilter implements ExceptionFilter {
       return undefined;
     }
     state?.recordError(typed);
-    if (replies.isHeadersSent(response)) {
+    // NestJS 11's fastify adapter misses headers written straight to `reply.raw` (a stream's): checked there too.
+    if (
+      replies.isHeadersSent(response) ||
+      (response as { raw?: { headersSent?: unknown } }).raw?.headersSent === true
+    ) {
       // Half-sent: its client would wait for a body that will not come.
       replies.end(response);
       return undefined;

@@ -6,7 +6,7 @@
  * filters — the module's, or the app's own — see what it is.
  */
 import { ErrorCode, findDeadlineError } from '@deadline/core';
-import { findErrorWithCode } from '@deadline/core/internal';
+import { findErrorWithCode, MAX_TIMER_DELAY_MS, type ResolvedIncomingOptions } from '@deadline/core/internal';
 import type { RouteLimits } from '@deadline/server';
 import { type RequestState, type ResolvedLimits, resolveLimits } from '@deadline/server/internal';
 import { type CallHandler, type ExecutionContext, Inject, Injectable, type NestInterceptor } from '@nestjs/common';
@@ -15,6 +15,11 @@ import { catchError, Observable, of, throwError } from 'rxjs';
 import { DEADLINE_LIMITS } from './deadline.decorator.js';
 import { DEADLINE_SETUP, type ModuleSetup, type NestRequest } from './options.js';
 import { stateOf } from './request-state.js';
+import { endRpcCall, startRpcCall } from './rpc-call.js';
+
+/** Where `@EventPattern()` and `@MessagePattern()` say which they are (both majors): an event is answered nothing. */
+const PATTERN_HANDLER_METADATA = 'microservices:handler_type';
+const EVENT_HANDLER = 2;
 
 /**
  * Runs each HTTP route inside its request's deadline context. Provided by {@link DeadlineModule} for the whole app;
@@ -30,6 +35,8 @@ import { stateOf } from './request-state.js';
 export class DeadlineInterceptor implements NestInterceptor {
   /** Each handler's or controller's limits, resolved over the module's once. */
   readonly #limits = new WeakMap<object, ResolvedLimits>();
+  /** Each message handler's options, resolved over the module's once. */
+  readonly #messageOptions = new WeakMap<object, ResolvedIncomingOptions<ExecutionContext>>();
 
   constructor(
     @Inject(Reflector) private readonly reflector: Reflector,
@@ -37,7 +44,9 @@ export class DeadlineInterceptor implements NestInterceptor {
   ) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    if (context.getType() !== 'http') return next.handle();
+    const type = context.getType();
+    if (type === 'rpc') return this.#message(context, next);
+    if (type !== 'http') return next.handle();
     const request = context.switchToHttp().getRequest<NestRequest>();
     const state = stateOf(request);
     if (state === undefined) return next.handle();
@@ -57,6 +66,70 @@ export class DeadlineInterceptor implements NestInterceptor {
     // chain in it): only a narrowed or long-lived one is entered here.
     if (limits === undefined) return handled();
     return new Observable((subscriber) => state.context.run(() => handled().subscribe(subscriber)));
+  }
+
+  /**
+   * A microservice's message: its handler runs in a context of its own, from the budget its caller sent (or the
+   * module's `defaultMs`); at that deadline, or when a gRPC caller cancels, the handler's answer is the typed error
+   * and the work it started stops. An event's handler answers nobody: it runs without a deadline unless its message
+   * carries one (it keeps the trace), as a job does.
+   */
+  #message(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const incoming = startRpcCall(context, this.#messageOptionsOf(context), this.setup.messageParser);
+    const refusal = incoming.refusal;
+    if (refusal !== undefined) {
+      endRpcCall(incoming, context, refusal);
+      return throwError(() => refusal);
+    }
+    return new Observable((subscriber) => {
+      const offStop = incoming.onStop((reason) => {
+        endRpcCall(incoming, context, reason);
+        subscriber.error(reason);
+      });
+      const subscription = incoming.context.run(() =>
+        next.handle().subscribe({
+          next: (value) => subscriber.next(value),
+          error: (error: unknown) => {
+            const typed = findDeadlineError(error) ?? findErrorWithCode(error, ErrorCode.CircuitOpen) ?? error;
+            endRpcCall(incoming, context, typed);
+            subscriber.error(typed);
+          },
+          complete: () => {
+            endRpcCall(incoming, context);
+            subscriber.complete();
+          },
+        }),
+      );
+      return () => {
+        offStop();
+        subscription.unsubscribe();
+      };
+    });
+  }
+
+  /** The module's options for messages, an event's without a deadline of its own, a handler's `@Deadline()` over them. */
+  #messageOptionsOf(context: ExecutionContext): ResolvedIncomingOptions<ExecutionContext> {
+    const handler = context.getHandler();
+    let options = this.#messageOptions.get(handler);
+    if (options !== undefined) return options;
+    const base = this.setup.messages;
+    const limits = this.reflector.getAllAndOverride<RouteLimits | false | undefined>(DEADLINE_LIMITS, [
+      handler,
+      context.getClass(),
+    ]);
+    if (
+      limits === false ||
+      (limits === undefined && this.reflector.get(PATTERN_HANDLER_METADATA, handler) === EVENT_HANDLER)
+    ) {
+      options = { ...base, defaultMs: MAX_TIMER_DELAY_MS, maxMs: MAX_TIMER_DELAY_MS };
+    } else if (limits !== undefined) {
+      const resolved = resolveLimits(limits, this.setup.resolved.limits, '@Deadline() ');
+      options = { ...base, defaultMs: resolved.defaultMs, maxMs: resolved.maxMs, minMs: resolved.minMs };
+    } else {
+      options = base;
+    }
+    this.#messageOptions.set(handler, options);
+    return options;
   }
 
   /** Narrows the request's deadline to the route's limits; false when it was refused (answered already). */

@@ -28,9 +28,9 @@ export function mountOnPlatform(host: HttpAdapterHost, setup: ModuleSetup): void
 
 const mounted = new WeakSet<object>();
 
-function mount(adapter: PlatformAdapter | undefined, setup: ModuleSetup): void {
+function mount(adapter: PlatformAdapter | null | undefined, setup: ModuleSetup): void {
   // No HTTP platform (a standalone application, a microservice alone): nothing to mount.
-  if (adapter === undefined) return;
+  if (adapter === undefined || adapter === null) return;
   const instance = adapter.getInstance() as object;
   if (mounted.has(instance)) return;
   mounted.add(instance);

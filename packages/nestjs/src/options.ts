@@ -3,7 +3,13 @@
  * adapter takes them, and how a route's `@Deadline()` limits are read against them.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { checkObject } from '@deadline/core/internal';
+import {
+  checkFunction,
+  checkObject,
+  type ResolvedIncomingOptions,
+  resolveIncomingOptions,
+} from '@deadline/core/internal';
+import { type BudgetParser, createBudgetParser } from '@deadline/core/wire';
 import type { DeadlineServerOptions, LineLogger, RequestBudget } from '@deadline/server';
 import {
   budgetReader,
@@ -12,6 +18,7 @@ import {
   type ResolvedOptions,
   resolveOptions,
 } from '@deadline/server/internal';
+import type { ExecutionContext } from '@nestjs/common';
 import { nestLineLogger } from './nest-logger.js';
 
 /**
@@ -44,6 +51,11 @@ export interface DeadlineModuleOptions extends DeadlineServerOptions<NestRequest
    * own, or the one given to `app.useLogger()` — writes it; on express a `req.log` (pino-http) is preferred.
    */
   logger?: LineLogger | undefined;
+  /**
+   * Whether a microservice's message may lengthen its budget past `defaultMs` (up to `maxMs`), shown the handler's
+   * `ExecutionContext`. Any other message may only shorten it. Default: none may (as for HTTP callers).
+   */
+  trustMessage?: ((context: ExecutionContext) => boolean) | undefined;
 }
 
 /** What the module's providers share: the options checked, the platform's options and the reading of a budget. */
@@ -57,6 +69,9 @@ export interface ModuleSetup {
     limits: ResolvedLimits,
     trustedBefore?: boolean,
   ) => RequestBudget;
+  /** A microservice's messages: the same limits, hop and logger; `trustMessage` as their `trust`. */
+  messages: ResolvedIncomingOptions<ExecutionContext>;
+  messageParser: BudgetParser;
 }
 
 /** The token of the module's options as given. @internal */
@@ -69,9 +84,21 @@ export function setUp(options: DeadlineModuleOptions | undefined): ModuleSetup {
   const resolved = resolveOptions<NestRequest>(options);
   const logger = (checkObject('logger', options?.logger) as LineLogger | undefined) ?? nestLineLogger();
   const parser = createParser(resolved as never);
+  const messages = resolveIncomingOptions<ExecutionContext>({
+    serviceName: resolved.hop,
+    defaultMs: resolved.limits.defaultMs,
+    maxMs: resolved.limits.maxMs,
+    minMs: resolved.limits.minMs,
+    headers: resolved.dialects,
+    trust: checkFunction('trustMessage', options?.trustMessage) as DeadlineModuleOptions['trustMessage'],
+    cancelOnEnd: resolved.cancelOnEnd,
+    logger: resolved.logLevel === false ? undefined : logger,
+  });
   return {
     resolved,
     platform: { ...options, logger },
     budgetOf: budgetReader<NestRequest>(resolved, parser, logger),
+    messages,
+    messageParser: createBudgetParser({ dialects: messages.dialects }),
   };
 }

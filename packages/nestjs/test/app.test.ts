@@ -49,7 +49,7 @@ import { ServerActivity } from '../../pg/test/support/activity.ts';
 import { leaveMidQuery, lineOf, postWithinBudget, runOutOfBudget } from '../../server/test/app-errors.ts';
 import type { LogLine } from '../../server/test/harness.ts';
 import { Deadline, DeadlineExceptionFilter, DeadlineModule } from '../src/index.ts';
-import { type Platform, startNest } from './harness.ts';
+import { NEST, type Platform, startNest } from './harness.ts';
 
 const available = await requireService(POSTGRES);
 
@@ -229,7 +229,7 @@ class AppModule {
 }
 
 for (const platform of ['express', 'fastify'] as Platform[]) {
-  describe.runIf(available)(`nestjs 12 on ${platform}: an app shaped like real ones`, () => {
+  describe.runIf(available)(`${NEST} on ${platform}: an app shaped like real ones`, () => {
     const logs: LogLine[] = [];
     let pool: pg.Pool;
     let activity: ServerActivity;

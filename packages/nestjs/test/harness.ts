@@ -7,9 +7,13 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type DynamicModule, type INestApplication, Logger, type LoggerService, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import nestCore from '@nestjs/core/package.json' with { type: 'json' };
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { LogLine } from '../../server/test/harness.ts';
+
+/** The NestJS under test, as test titles name it: `nestjs 12`, or `nestjs 11` in the nestjs:nest11 project. */
+export const NEST = `nestjs ${nestCore.version.split('.')[0]}`;
 
 export type Platform = 'express' | 'fastify';
 
