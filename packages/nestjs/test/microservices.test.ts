@@ -10,6 +10,7 @@ import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import { currentContext, DeadlineExceededError, InvalidArgumentError, runWithContext, traceFrom } from '@deadline/core';
 import { withDeadline as withPgDeadline } from '@deadline/pg';
+import { headers as natsHeadersOf } from '@nats-io/transport-node';
 import { Controller, type INestMicroservice, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import {
@@ -20,7 +21,9 @@ import {
   Ctx,
   EventPattern,
   MessagePattern,
+  NatsRecordBuilder,
   Payload,
+  RmqRecordBuilder,
   Transport,
 } from '@nestjs/microservices';
 import amqp from 'amqplib';
@@ -120,6 +123,16 @@ const BROKERS: Broker[] = [
     options: { host: new URL(REDIS.url).hostname, port: Number(new URL(REDIS.url).port) },
   },
 ];
+
+/** `data` as a message with `headers` of the publisher's own, as the broker's record carries them. */
+function withHeaders(broker: Broker, headers: Record<string, unknown>): unknown {
+  if (broker.transport === Transport.RMQ) return new RmqRecordBuilder(data()).setOptions({ headers } as never).build();
+  const natsHeaders = natsHeadersOf();
+  for (const [name, value] of Object.entries(headers)) natsHeaders.set(name, String(value));
+  return new NatsRecordBuilder(data()).setHeaders(natsHeaders).build();
+}
+
+const data = () => ({ sku: 'A1' });
 
 /** Runs `call` in a request's deadline context of `budgetMs` (the caller's hop `gateway`, with the test's trace). */
 function inRequest<T>(budgetMs: number, call: () => Promise<T>): Promise<T> {
@@ -232,6 +245,42 @@ describe.runIf(available)('nestjs microservices: the budget travels in the messa
           expect(failure).not.toBeInstanceOf(DeadlineExceededError);
         }
       });
+
+      // Redis has no headers: a publisher of its own has nowhere to put a budget but Nest's packet metadata.
+      if (broker.transport !== Transport.REDIS)
+        it('a publisher of its own: its budget header honoured, one below minMs refused unrun, a hostile one ignored', async () => {
+          const plain = ClientProxyFactory.create({
+            transport: broker.transport,
+            options: broker.options,
+          } as ClientOptions);
+          await plain.connect();
+          const sending = (value: unknown) =>
+            firstValueFrom(plain.send<Seen>(`${RUN}.seen`, withHeaders(broker, { 'X-Request-Deadline': value }))).catch(
+              (error: unknown) => error,
+            );
+          try {
+            expect(((await sending('250')) as Seen).budgetMs).toBe(250);
+            // More than defaultMs from a caller not trusted (no trustMessage): the default.
+            expect(((await sending('99999')) as Seen).budgetMs).toBe(10_000);
+            // 0 is no budget (several systems read it as "no timeout"): ignored, as HTTP's.
+            for (const hostile of ['0', 'garbage', '-5', '1e309', ' ', 'x'.repeat(10_000)]) {
+              expect(((await sending(hostile)) as Seen).budgetMs).toBe(10_000);
+            }
+            if (broker.transport === Transport.RMQ) {
+              // AMQP headers are typed: a number is read, bytes are not.
+              expect(((await sending(250)) as Seen).budgetMs).toBe(250);
+              expect(((await sending(Buffer.from('250'))) as Seen).budgetMs).toBe(10_000);
+            }
+            const before = handled;
+            // Below the module's minMs (10): refused, the handler not run.
+            const refusal = await sending('5');
+            expect(refusal).toMatchObject({ status: 'error', code: 'ERR_DEADLINE_EXCEEDED', exceededBy: 'stock' });
+            expect(handled).toBe(before);
+            expect(errorLines()).toEqual([]);
+          } finally {
+            await plain.close();
+          }
+        });
 
       it('emit() carries the trace and no deadline: the event’s handler is not bounded by the request', async () => {
         events.length = 0;
