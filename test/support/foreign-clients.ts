@@ -180,6 +180,35 @@ export async function curl(url: string, headers: Record<string, string>, body: U
   }
 }
 
+/** What curl got of a plain HTTP/1.1 GET: the status and headers (none if it gave up first), the body, its exit code. */
+export interface CurlGetAnswer {
+  status: number | undefined;
+  headers: PrintedHeaders;
+  body: string;
+  /** 0, or 28 when `--max-time` ran out and curl closed the connection. */
+  exitCode: number | null;
+}
+
+/**
+ * One HTTP/1.1 GET with curl, as someone trying a service from a shell would: `headers` sent as given, and curl giving
+ * up (closing the connection) after `maxTimeS` seconds.
+ */
+export async function curlGet(url: string, headers: Record<string, string>, maxTimeS = 20): Promise<CurlGetAnswer> {
+  const args = ['-sS', '--http1.1', '--max-time', String(maxTimeS), '-D', '-', '-o', '-'];
+  for (const [name, value] of Object.entries(headers)) args.push('-H', `${name}: ${value}`);
+  const ran = await run(CURL.command, [...args, url]);
+  if (ran.exitCode !== 0 && ran.exitCode !== 28) throw new Error(`curl failed (${ran.exitCode}): ${ran.stderr}`);
+  const [head = '', ...rest] = ran.stdout.split(/\r?\n\r?\n/);
+  const [statusLine = '', ...lines] = head.split(/\r?\n/);
+  const status = Number(statusLine.split(' ')[1]);
+  return {
+    status: Number.isInteger(status) ? status : undefined,
+    headers: headerLines(lines),
+    body: rest.join('\n\n'),
+    exitCode: ran.exitCode,
+  };
+}
+
 /** What nghttp got: the response's header block and its trailers (each a HEADERS frame it printed). */
 export interface NghttpAnswer extends Sent {
   headers: PrintedHeaders;

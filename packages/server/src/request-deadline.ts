@@ -373,7 +373,9 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
     const res = this.res;
     if (res === undefined) return;
     this.#disown();
-    const sent = finished === true || res.writableFinished;
+    // HTTP/2's compatibility response says `writableFinished` when its stream was reset, though never ended: a
+    // response is sent only if it was also ended.
+    const sent = finished === true || (res.writableFinished && res.writableEnded);
     const disconnected = !sent && this.outcome === undefined;
     if (disconnected) this.#clientLeft();
     // Logged as 499 when the client left first, as nginx and grpc-gateway do.

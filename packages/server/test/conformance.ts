@@ -17,6 +17,7 @@ import {
 } from '@deadline/core';
 import { Agent, request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { CURL, curlGet, requireForeignClients } from '../../../test/support/foreign-clients.ts';
 import { BAD_BUDGET_VALUES } from '../../core/test/fixtures/bad-budget-values.ts';
 import { type ExpiredEvent, REQUEST_END_CHANNEL, type RequestDeadline, type RequestLine } from '../src/index.ts';
 import { deadlineLines, type Harness, type Io, type Route, type Running } from './harness.ts';
@@ -342,6 +343,29 @@ export function conformanceSuite(harness: Harness): void {
       expect(res.statusCode).toBe(504);
       await res.body.dump();
       expect(deadlineLines(server.logs).some((l) => l.msg === 'deadline: the onExpire hook threw')).toBe(true);
+    });
+
+    it('curl, a client no one here wrote: its X-Request-Deadline is the budget, the 504 JSON names this hop, its giving up cancels the work', async (test) => {
+      if (!(await requireForeignClients(CURL))) return test.skip();
+      const context = await curlGet(`${server.url}/context`, { 'X-Request-Deadline': '900' });
+      expect(context.status).toBe(200);
+      expect(JSON.parse(context.body)).toMatchObject({ inContext: true, budgetMs: 900, source: 'header' });
+      const expired = await curlGet(`${server.url}/slow`, { 'X-Request-Deadline': '150' });
+      expect(expired.status).toBe(504);
+      expect(expired.headers['x-deadline-exceeded-by']).toBe('orders');
+      expect(JSON.parse(expired.body)).toMatchObject({
+        error: 'deadline_exceeded',
+        budgetMs: 150,
+        exceededBy: 'orders',
+      });
+      // curl's --max-time closes the connection: the request's context is cancelled as a client that left.
+      started['wait-GET'] = deferred();
+      const line = nextLine('/wait-get');
+      const gaveUp = await curlGet(`${server.url}/wait-get`, { 'X-Request-Deadline': '4000' }, 0.5);
+      expect(gaveUp.exitCode).toBe(28);
+      const reason = await signals['wait-GET']?.promise;
+      expect(reason).toBeInstanceOf(CancelledError);
+      expect(await line).toMatchObject({ outcome: 'cancelled', statusCode: 499 });
     });
 
     it('turns a DeadlineExceededError escaping the handler into a 504 naming whose deadline it was', async () => {

@@ -1,7 +1,9 @@
 import { createServer, type ServerResponse } from 'node:http';
+import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { CancelledError } from '@deadline/core';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { type DeadlineHandlerOptions, type DeadlineRequest, deadlineHandler } from '../src/index.ts';
@@ -108,6 +110,46 @@ describe('deadlineHandler errors', () => {
       expect(logs.filter((l) => l.msg === 'deadline: error')).toHaveLength(2);
     } finally {
       server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
+
+describe('deadlineHandler on an HTTP/2 server (h2c)', () => {
+  it('a client that resets its stream: the work is cancelled as one that left, the line says 499', async () => {
+    const logs: LogLine[] = [];
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    let stopped!: (reason: unknown) => void;
+    const stop = new Promise<unknown>((resolve) => {
+      stopped = resolve;
+    });
+    // HTTP/2's compatibility response says `writableFinished` once its stream is reset, though never ended.
+    const handler = deadlineHandler(
+      (req: DeadlineRequest) => {
+        req.deadline.context.onStop(stopped);
+        started();
+      },
+      { serviceName: 'h2', logger: pino({ level: 'info' }, memoryDestination(logs)) },
+    );
+    const server = http2.createServer(handler as never);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const session = http2.connect(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    try {
+      const stream = session.request({ ':path': '/wait', 'x-request-deadline': '4000' });
+      stream.on('error', () => {});
+      await running;
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      const reason = await stop;
+      expect(reason).toBeInstanceOf(CancelledError);
+      expect((reason as CancelledError).reason).toBe('client-disconnected');
+      await expect
+        .poll(() => logs.find((line) => line.path === '/wait'))
+        .toMatchObject({ outcome: 'cancelled', statusCode: 499 });
+    } finally {
+      session.close();
       await new Promise((resolve) => server.close(resolve));
     }
   });
