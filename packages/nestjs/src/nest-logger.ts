@@ -6,11 +6,20 @@
 import type { LineLogger } from '@deadline/server';
 import { Logger } from '@nestjs/common';
 
-/** A `LineLogger` over Nest's `Logger`, in the context `Deadline`. @internal */
+/** Nest's `Logger`, as read here: the app's logger it writes to, none when the app was made with `logger: false`. */
+const NestLogger = Logger as unknown as { staticInstanceRef?: unknown };
+
+/**
+ * A `LineLogger` over Nest's `Logger`, in the context `Deadline`. With the app's logging off (`logger: false`) the
+ * line is not even built. Any other level choice is the app's logger's own (`Logger.isLevelEnabled()` cannot say: on
+ * NestJS 11 it answers false for every level when no levels were set, though all are written).
+ * @internal
+ */
 export function nestLineLogger(logger = new Logger('Deadline')): LineLogger {
   return {
     info: (line, msg) => logger.log({ msg, ...line }),
     warn: (line, msg) => logger.warn({ msg, ...line }),
     debug: (line, msg) => logger.debug({ msg, ...line }),
+    isLevelEnabled: () => NestLogger.staticInstanceRef !== undefined,
   };
 }

@@ -1,13 +1,25 @@
 /**
  * The hello-world Nest servers for the instruction counts, on each platform: bare, with the floor (one `als.run` per
- * request, as a Nest middleware would be mounted on the platform), and with `@deadline/nestjs`. Apart from
+ * request, as a Nest middleware would be mounted on the platform), with the floor and a global interceptor that only
+ * passes the route through (what Nest's interceptor pipeline costs a request, which any module that hands the
+ * exception layer typed errors or reads a route's metadata per request pays), and with `@deadline/nestjs`. Apart from
  * servers.ts because Nest's decorators and its modules are loaded only by these variants (every Nest process loads
  * the library's module, whichever variant it runs, as servers.ts does for the others).
  */
 import 'reflect-metadata';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Server } from 'node:http';
-import { Controller, type DynamicModule, Get, type INestApplication, Module, type Type } from '@nestjs/common';
+import {
+  type CallHandler,
+  Controller,
+  type DynamicModule,
+  Get,
+  type INestApplication,
+  Injectable,
+  Module,
+  type NestInterceptor,
+  type Type,
+} from '@nestjs/common';
 
 const hello = { hello: 'world' };
 
@@ -19,17 +31,30 @@ class HelloController {
   }
 }
 
-/** What a variant adds to the app: a module to import, or a middleware on the platform's instance. */
+@Injectable()
+class PassThrough implements NestInterceptor {
+  intercept(_context: unknown, next: CallHandler) {
+    return next.handle();
+  }
+}
+
+/**
+ * What a variant adds to the app: a module to import, a middleware on the platform's instance (the floor), a global
+ * interceptor that passes each route through.
+ */
 interface NestSetUp {
   imports?: DynamicModule[];
   floor?: boolean;
+  passThrough?: boolean;
 }
 
 /** The hello-world Nest server on `platform`, with `setUp`. */
 export async function nestServer(platform: 'express' | 'fastify', setUp: NestSetUp = {}): Promise<Server> {
   await import('@deadline/nestjs');
   const { NestFactory } = await import('@nestjs/core');
-  @Module({ imports: setUp.imports ?? [], controllers: [HelloController] })
+  const { APP_INTERCEPTOR } = await import('@nestjs/core');
+  const providers = setUp.passThrough === true ? [{ provide: APP_INTERCEPTOR, useClass: PassThrough }] : [];
+  @Module({ imports: setUp.imports ?? [], controllers: [HelloController], providers })
   class AppModule {}
   const adapter =
     platform === 'express'

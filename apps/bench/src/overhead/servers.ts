@@ -169,6 +169,8 @@ export const VARIANTS = {
   'nest (express)': async () => (await import('./nest-servers.js')).nestServer('express'),
   'nest (express) + als.run only': async () =>
     (await import('./nest-servers.js')).nestServer('express', { floor: true }),
+  'nest (express) + als.run and a pass-through interceptor': async () =>
+    (await import('./nest-servers.js')).nestServer('express', { floor: true, passThrough: true }),
   'nest (express) + @deadline/nestjs': async () => {
     const nest = await import('./nest-servers.js');
     return nest.nestServer('express', { imports: await nest.deadlineModule() });
@@ -176,6 +178,8 @@ export const VARIANTS = {
   'nest (fastify)': async () => (await import('./nest-servers.js')).nestServer('fastify'),
   'nest (fastify) + als.run only': async () =>
     (await import('./nest-servers.js')).nestServer('fastify', { floor: true }),
+  'nest (fastify) + als.run and a pass-through interceptor': async () =>
+    (await import('./nest-servers.js')).nestServer('fastify', { floor: true, passThrough: true }),
   'nest (fastify) + @deadline/nestjs': async () => {
     const nest = await import('./nest-servers.js');
     return nest.nestServer('fastify', { imports: await nest.deadlineModule() });
@@ -204,9 +208,11 @@ export const COUNT_ONLY: ReadonlySet<Variant> = new Set<Variant>([
   'hono + complete deadline minimum',
   'nest (express)',
   'nest (express) + als.run only',
+  'nest (express) + als.run and a pass-through interceptor',
   'nest (express) + @deadline/nestjs',
   'nest (fastify)',
   'nest (fastify) + als.run only',
+  'nest (fastify) + als.run and a pass-through interceptor',
   'nest (fastify) + @deadline/nestjs',
 ]);
 
@@ -234,9 +240,11 @@ export const BASELINE: Record<Variant, Variant> = {
   'hono + complete deadline minimum': 'hono',
   'nest (express)': 'nest (express)',
   'nest (express) + als.run only': 'nest (express)',
+  'nest (express) + als.run and a pass-through interceptor': 'nest (express)',
   'nest (express) + @deadline/nestjs': 'nest (express)',
   'nest (fastify)': 'nest (fastify)',
   'nest (fastify) + als.run only': 'nest (fastify)',
+  'nest (fastify) + als.run and a pass-through interceptor': 'nest (fastify)',
   'nest (fastify) + @deadline/nestjs': 'nest (fastify)',
 };
 
