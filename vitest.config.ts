@@ -103,6 +103,8 @@ const VARIANTS: Record<string, Variant[]> = {
       name: 'nest11',
       imports: [scopeIn('@nestjs', join(repo, 'test/nest11/node_modules'))],
       inline: ['nestjs-cls'],
+      // Work left running is the platform adapters' (the same express and fastify majors under both): run once.
+      exclude: ['test/unawaited-work.test.ts'],
     },
   ],
 };
