@@ -361,7 +361,7 @@ export function conformanceSuite(harness: Harness): void {
       // curl's --max-time closes the connection: the request's context is cancelled as a client that left.
       started['wait-GET'] = deferred();
       const line = nextLine('/wait-get');
-      const gaveUp = await curlGet(`${server.url}/wait-get`, { 'X-Request-Deadline': '4000' }, 0.5);
+      const gaveUp = await curlGet(`${server.url}/wait-get`, { 'X-Request-Deadline': '4000' }, 0.3);
       expect(gaveUp.exitCode).toBe(28);
       const reason = await signals['wait-GET']?.promise;
       expect(reason).toBeInstanceOf(CancelledError);
