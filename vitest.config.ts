@@ -1,4 +1,5 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { configDefaults, defineConfig } from 'vitest/config';
@@ -111,11 +112,24 @@ const VARIANTS: Record<string, Variant[]> = {
   ],
 };
 
+/**
+ * Imports a package's project resolves as Node does, where vite would not: graphql 16 ships ESM (`index.mjs`, its
+ * `module` field) beside CommonJS with no exports map, so vite gives our sources the ESM copy while Node gives Apollo
+ * Server and Mercurius the CommonJS one — two graphql realms, which graphql refuses ("from another module or realm").
+ * Without vite (an app) there is one.
+ */
+const AS_NODE_RESOLVES: Record<string, Redirect[]> = {
+  graphql: [{ find: /^graphql$/, replacement: createRequire(join(repo, 'packages/graphql/')).resolve('graphql') }],
+};
+
 function projectsOf(root: string) {
   const name = basename(root);
   const alone = existsSync(join(root, 'test')) ? aloneFiles(root) : [];
   const main = { name, root, include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...alone] };
-  const projects: object[] = [{ extends: true as const, test: main }];
+  const asNode = AS_NODE_RESOLVES[name];
+  const projects: object[] = [
+    { extends: true as const, ...(asNode === undefined ? {} : { resolve: { alias: asNode } }), test: main },
+  ];
   for (const variant of VARIANTS[name] ?? []) {
     const inline = variant.inline ?? [];
     projects.push({

@@ -4,7 +4,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { DeadlineExceededError, ErrorCode, findDeadlineError } from '@deadline/core';
-import { findErrorWithCode, monotonicNow } from '@deadline/core/internal';
+import { findErrorWithCode } from '@deadline/core/internal';
 import { deadlineAnswer, RequestState, writeAnswer } from '@deadline/server/internal';
 import { stateOf } from './engine-paths.js';
 
@@ -41,12 +41,10 @@ export function deadlineErrors() {
     }
     known?.recordError(typed);
     const fromError = typed instanceof DeadlineExceededError ? typed : undefined;
-    const answer = deadlineAnswer(
-      typed,
-      known?.budget.budgetMs ?? fromError?.budgetMs ?? 0,
-      known === undefined ? (fromError?.elapsedMs ?? 0) : monotonicNow() - known.arrivedAt,
-      known?.options.hop ?? 'service',
-    );
+    const answer =
+      known === undefined
+        ? deadlineAnswer(typed, fromError?.budgetMs ?? 0, fromError?.elapsedMs ?? 0, 'service')
+        : known.answerOf(typed);
     if (writeAnswer(res, answer, typed) && known !== undefined) known.answeredWith = answer.statusCode;
   };
 }

@@ -13,8 +13,8 @@
  * with its own `errorHandler` gets every error, as before.
  */
 import { ErrorCode, findDeadlineError, isDeadlineError } from '@deadline/core';
-import { findErrorWithCode, monotonicNow } from '@deadline/core/internal';
-import { deadlineAnswer, type RequestState } from '@deadline/server/internal';
+import { findErrorWithCode } from '@deadline/core/internal';
+import type { RequestState } from '@deadline/server/internal';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 /**
@@ -33,7 +33,7 @@ export async function answerDeadlineErrors(error: unknown, request: FastifyReque
   const state = request.deadline as RequestState | null;
   const typed = state === null ? undefined : findDeadlineError(error);
   if (state === null || typed === undefined) throw error;
-  const answer = deadlineAnswer(typed, state.budget.budgetMs, monotonicNow() - state.arrivedAt, state.options.hop);
+  const answer = state.answerOf(typed);
   return reply.code(answer.statusCode).headers(answer.headers).send(answer.body);
 }
 

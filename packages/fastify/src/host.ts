@@ -5,9 +5,8 @@
  * error handling to the app's error handler as an unexpected error; the request ends in the plugin's one line.
  */
 import type { CancelledError, DeadlineExceededError } from '@deadline/core';
-import { monotonicNow } from '@deadline/core/internal';
 import type { LineLogger } from '@deadline/server';
-import { deadlineAnswer, type RequestHost, type RequestState } from '@deadline/server/internal';
+import type { RequestHost, RequestState } from '@deadline/server/internal';
 import type { FastifyReply } from 'fastify';
 import { quietLateReplies } from './late-replies.js';
 
@@ -29,7 +28,7 @@ export const fastifyHost: RequestHost = {
       reply.raw.destroy(error);
       return false;
     }
-    const answer = deadlineAnswer(error, state.budget.budgetMs, monotonicNow() - state.arrivedAt, state.options.hop);
+    const answer = state.answerOf(error);
     quietLateReplies(reply);
     // Inside the request's context: onSend/onResponse hooks and fastify's own lines see its trace.
     state.context.run(() => reply.code(answer.statusCode).headers(answer.headers).send(answer.body));

@@ -6,7 +6,7 @@
  * handler answered some other way still gets the deadline's answer.
  */
 import { ErrorCode, findDeadlineError } from '@deadline/core';
-import { findErrorWithCode, monotonicNow } from '@deadline/core/internal';
+import { findErrorWithCode } from '@deadline/core/internal';
 import { deadlineAnswer, RequestState } from '@deadline/server/internal';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Context, Env, ErrorHandler } from 'hono';
@@ -58,12 +58,7 @@ function deadlineResponse(c: Context<DeadlineEnv>, error: unknown): Response | u
   // The hop answered already (its deadline passed, on Node's response), or the client left: nothing more to write.
   if (known?.answeredWith !== undefined || written(c)) return RESPONSE_ALREADY_SENT;
   known?.recordError(typed);
-  const answer = deadlineAnswer(
-    typed,
-    known?.budget.budgetMs ?? 0,
-    known === undefined ? 0 : monotonicNow() - known.arrivedAt,
-    known?.options.hop ?? 'service',
-  );
+  const answer = known === undefined ? deadlineAnswer(typed, 0, 0, 'service') : known.answerOf(typed);
   if (known !== undefined) known.answeredWith = answer.statusCode;
   return new Response(answer.body ?? null, { status: answer.statusCode, headers: answer.headers });
 }

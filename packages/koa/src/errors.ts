@@ -5,8 +5,8 @@
  * response this hop cut: Koa would emit each on `app.on('error')`, and its default listener prints the stack.
  */
 import { ErrorCode, findDeadlineError } from '@deadline/core';
-import { findErrorWithCode, monotonicNow } from '@deadline/core/internal';
-import { deadlineAnswer, type RequestState } from '@deadline/server/internal';
+import { findErrorWithCode } from '@deadline/core/internal';
+import type { RequestState } from '@deadline/server/internal';
 import type { Context } from 'koa';
 
 /**
@@ -30,7 +30,7 @@ export function answerDeadlineError(ctx: Context, state: RequestState, error: un
   }
   // The client left (or the socket is gone): nobody to answer.
   if (!ctx.writable) return;
-  const answer = deadlineAnswer(typed, state.budget.budgetMs, monotonicNow() - state.arrivedAt, state.options.hop);
+  const answer = state.answerOf(typed);
   ctx.set(answer.headers);
   // The body first: Koa turns a status of a response without one into 204 when the body is set to null after it.
   ctx.body = answer.body ?? null;

@@ -5,7 +5,6 @@
  * after this hop answered (the route's late failure, often the abort reaching it) is dropped quietly.
  */
 import { CancelledError, DeadlineExceededError, findDeadlineError } from '@deadline/core';
-import { monotonicNow } from '@deadline/core/internal';
 import { deadlineAnswer } from '@deadline/server/internal';
 import { type ArgumentsHost, Catch, type ExceptionFilter, Inject } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
@@ -66,12 +65,10 @@ export class DeadlineExceptionFilter implements ExceptionFilter {
       replies.end(response);
       return undefined;
     }
-    const answer = deadlineAnswer(
-      typed,
-      state?.budget.budgetMs ?? (typed as DeadlineExceededError).budgetMs ?? 0,
-      state === undefined ? 0 : monotonicNow() - state.arrivedAt,
-      state?.options.hop ?? 'service',
-    );
+    const answer =
+      state === undefined
+        ? deadlineAnswer(typed, (typed as DeadlineExceededError).budgetMs ?? 0, 0, 'service')
+        : state.answerOf(typed);
     for (const [name, value] of Object.entries(answer.headers)) replies.setHeader(response, name, value);
     replies.reply(response, answer.body, answer.statusCode);
     if (state !== undefined) state.answeredWith = answer.statusCode;

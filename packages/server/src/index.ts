@@ -8,6 +8,13 @@
 export type { RequestBudget } from './budget.js';
 export { REQUEST_END_CHANNEL } from './diagnostics.js';
 export { type DeadlineHandlerOptions, type DeadlineRequest, deadlineHandler } from './node-handler.js';
-export type { DeadlineServerOptions, ExpiredEvent, LineLogger, RouteLimits } from './options.js';
+export type {
+  DeadlineAnswerDetails,
+  DeadlineAnswerShape,
+  DeadlineServerOptions,
+  ExpiredEvent,
+  LineLogger,
+  RouteLimits,
+} from './options.js';
 export type { RequestDeadline, RequestLine, RequestOutcome } from './request-deadline.js';
-export type { DeadlineExceededBody } from './respond.js';
+export type { DeadlineAnswer, DeadlineExceededBody } from './respond.js';

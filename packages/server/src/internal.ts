@@ -27,9 +27,11 @@ export {
 } from './options.js';
 export { rawHost } from './raw-host.js';
 export {
+  type DeadlineAnswerClaim,
   type RequestHost,
   RequestState,
   reportHookError,
+  requestStateOf,
   requestTrace,
   startRequest,
 } from './request-deadline.js';

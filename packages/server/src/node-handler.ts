@@ -10,7 +10,7 @@ import { emitInContext, needsRequestContext, needsResponseContext } from './even
 import { type DeadlineServerOptions, type LineLogger, type ResolvedOptions, resolveOptions } from './options.js';
 import { rawHost } from './raw-host.js';
 import { type RequestDeadline, type RequestState, startRequest } from './request-deadline.js';
-import { deadlineAnswer, writeAnswer } from './respond.js';
+import { writeAnswer } from './respond.js';
 
 /**
  * Options of {@link deadlineHandler}: the server options, plus where to log.
@@ -94,7 +94,7 @@ function fail(state: RequestState, req: IncomingMessage, res: ServerResponse, er
   const typed = findDeadlineError(error);
   state.recordError(typed);
   if (typed !== undefined) {
-    const answer = deadlineAnswer(typed, state.budget.budgetMs, monotonicNow() - state.arrivedAt, state.options.hop);
+    const answer = state.answerOf(typed);
     if (writeAnswer(res, answer, typed)) state.answeredWith = answer.statusCode;
     return;
   }

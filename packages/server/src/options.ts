@@ -13,6 +13,7 @@ import {
   MAX_TIMER_DELAY_MS,
 } from '@deadline/core/internal';
 import { ALL_DIALECTS, type DeadlineDialect } from '@deadline/core/wire';
+import type { DeadlineAnswer } from './respond.js';
 
 /**
  * A route's service-level budget. Each field falls back to the service-wide option, then to the default.
@@ -114,6 +115,43 @@ export interface DeadlineServerOptions<Req = IncomingMessage> extends RouteLimit
    * `longLived()` middleware say the same. Default: none besides websocket upgrades.
    */
   longLived?: ((req: Req) => boolean) | undefined;
+  /**
+   * How this hop answers a deadline: status, headers and body. Default: 504 with a small JSON body
+   * ({@link DeadlineExceededBody}) and `X-Deadline-Exceeded-By`. A GraphQL endpoint answers in GraphQL's shape
+   * (`graphqlDeadlineAnswer` of `@deadline/graphql`). A throwing shape falls back to the default.
+   */
+  answer?: DeadlineAnswerShape | undefined;
+}
+
+/**
+ * What a hop's deadline answer is made of, for the `answer` option.
+ *
+ * @example
+ * ```ts
+ * const answer: DeadlineAnswerShape = (error, { hop }) => ({
+ *   statusCode: 504,
+ *   headers: { 'content-type': 'application/problem+json', 'x-deadline-exceeded-by': error.hop ?? hop },
+ *   body: JSON.stringify({ type: 'about:blank', title: 'Gateway Timeout', status: 504 }),
+ * });
+ * ```
+ */
+export type DeadlineAnswerShape = (error: DeadlineExceededError, details: DeadlineAnswerDetails) => DeadlineAnswer;
+
+/**
+ * What a hop knows when it answers a deadline.
+ *
+ * @example
+ * ```ts
+ * const body = (error: DeadlineExceededError, { hop, elapsedMs }: DeadlineAnswerDetails) => `${hop}: ${elapsedMs} ms`;
+ * ```
+ */
+export interface DeadlineAnswerDetails {
+  /** This hop's name. */
+  hop: string;
+  /** The budget the request ran with, in ms. */
+  budgetMs: number;
+  /** From the request's arrival to the answer, in ms. */
+  elapsedMs: number;
 }
 
 /** @internal Options after checking, with defaults applied. */
@@ -129,6 +167,7 @@ export interface ResolvedOptions<Req> {
   longLived: ((req: Req) => boolean) | undefined;
   /** `limits` for a long-lived request. */
   longLivedLimits: ResolvedLimits;
+  answer: DeadlineAnswerShape | undefined;
 }
 
 const DEFAULT_LIMITS: ResolvedLimits = Object.freeze({ defaultMs: 15_000, maxMs: 60_000, minMs: 10, longLived: false });
@@ -195,5 +234,6 @@ export function resolveOptions<Req>(options: DeadlineServerOptions<Req> | undefi
     cancelOnEnd: checkBoolean('cancelOnEnd', given.cancelOnEnd) ?? false,
     longLived: checkFunction<(req: Req) => boolean>('longLived', given.longLived),
     longLivedLimits: longLivedLimits(limits),
+    answer: checkFunction<DeadlineAnswerShape>('answer', given.answer),
   };
 }

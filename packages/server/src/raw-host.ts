@@ -2,11 +2,10 @@
  * The host for adapters that answer on Node's raw response (express, plain node:http).
  */
 import type { CancelledError, DeadlineExceededError } from '@deadline/core';
-import { monotonicNow } from '@deadline/core/internal';
 import { requestLogger } from './engine-paths.js';
 import type { LineLogger } from './options.js';
 import type { RequestHost, RequestState } from './request-deadline.js';
-import { deadlineAnswer, writeAnswer } from './respond.js';
+import { writeAnswer } from './respond.js';
 
 /**
  * @internal Answers on `state.res` directly. Logs with `req.log` when a middleware put one there (pino-http),
@@ -20,7 +19,7 @@ export function rawHost(logger: LineLogger | undefined): RequestHost {
     answer(state: RequestState, error: DeadlineExceededError | CancelledError): boolean {
       const res = state.res;
       if (res === undefined) return false;
-      const answer = deadlineAnswer(error, state.budget.budgetMs, monotonicNow() - state.arrivedAt, state.options.hop);
+      const answer = state.answerOf(error);
       // Inside the request's context, so lines the host logs while answering carry its trace.
       return state.context.run(writeAnswer, res, answer, error);
     },

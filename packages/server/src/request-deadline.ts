@@ -36,7 +36,8 @@ import {
 import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
 import type { RequestBudget } from './budget.js';
 import { hasRequestEndSubscribers, publishRequestEnd } from './diagnostics.js';
-import type { LineLogger, ResolvedLimits, ResolvedOptions } from './options.js';
+import type { DeadlineAnswerShape, LineLogger, ResolvedLimits, ResolvedOptions } from './options.js';
+import { type DeadlineAnswer, deadlineAnswer } from './respond.js';
 import { finishWithResponse } from './response-end.js';
 import { annotateArrival, annotateEnd, annotateStop } from './span-attributes.js';
 
@@ -128,6 +129,42 @@ export interface RequestHost {
 }
 
 /**
+ * A handler chain that answers its request's deadline itself, in its own protocol: a GraphQL server answers with
+ * the data resolved so far and an error for each field cut. When the deadline passes, the hop stops the request's
+ * context as always (its work hears of it and stops) but leaves the answer to the handler; if no answer has begun
+ * within `graceMs`, it gives `answer()`'s. Set on {@link RequestState.claim}.
+ * @internal
+ *
+ * @example
+ * ```ts
+ * state.claim ??= { graceMs: 100, answer: graphqlDeadlineAnswer };
+ * ```
+ */
+export interface DeadlineAnswerClaim {
+  /** How long after the deadline the hop waits for the handler's own answer, in ms. */
+  readonly graceMs: number;
+  /** The hop's answer when the handler's has not begun in time, or when the hop answers a deadline error itself. */
+  readonly answer: DeadlineAnswerShape;
+}
+
+/**
+ * The request state that owns `context` or the nearest context it descends from: how a layer inside the handler
+ * chain (a GraphQL server's plugin) reaches its hop. `undefined` outside a server hop's request, or once it ended.
+ * @internal
+ *
+ * @example
+ * ```ts
+ * requestStateOf(currentContext())?.recordError(error);
+ * ```
+ */
+export function requestStateOf(context: DeadlineContext | undefined): RequestState | undefined {
+  for (let scope = context as Scope | undefined; scope !== undefined; scope = scope.parent) {
+    if (scope._owner instanceof RequestState) return scope._owner;
+  }
+  return undefined;
+}
+
+/**
  * One request's deadline on a server hop (see the module's header). The fields the constructor sets are `declare`d:
  * a class field without an initialiser is emitted as a definition to `undefined` (then the constructor sets it
  * again), and V8 counts that initialiser's bytecode with the constructor's against the 920 bytes it inlines into a
@@ -163,6 +200,11 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
    * hop; a caller's budget still bounds its outgoing calls.
    */
   longLived = false;
+  /**
+   * Set when the handler chain answers this request's deadline itself (a GraphQL server: the data resolved so far):
+   * see {@link DeadlineAnswerClaim}. Declared, not initialised: only such requests pay for it.
+   */
+  declare claim: DeadlineAnswerClaim | undefined;
   #root!: Scope;
   /** The logger the end-of-request line went to: calls that outlive the request are logged there too. */
   #logger: LineLogger | undefined;
@@ -246,9 +288,10 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
       hop: this.options.hop,
       message: `not starting: ${Math.floor(this.budget.budgetMs)} ms left, this route needs at least ${minMs} ms`,
     });
-    // Not an expiry (no onExpire): the caller arrived with too little time.
+    // Not an expiry (no onExpire): the caller arrived with too little time. Nothing ran: answered now, even where
+    // the handler answers its deadline itself.
     this.#disown();
-    this.#answer(error);
+    this.#answer(error, false);
     this.context.cancel(error);
   }
 
@@ -289,10 +332,19 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
     }
   }
 
-  #answer(error: DeadlineExceededError | CancelledError): void {
+  #answer(error: DeadlineExceededError | CancelledError, handlerMayAnswer = true): void {
     if (this.answeredWith !== undefined) return;
     if (this.#span !== undefined) annotateStop(this.#span, error, monotonicNow() - this.arrivedAt);
     const res = this.res;
+    if (
+      handlerMayAnswer &&
+      this.claim !== undefined &&
+      error instanceof DeadlineExceededError &&
+      res?.headersSent === false
+    ) {
+      this.#awaitClaimedAnswer(error, this.claim.graceMs);
+      return;
+    }
     // A response already streaming cannot be answered: the host cuts it.
     const streaming = res?.headersSent === true && !res.writableEnded;
     const answered = this.host.answer(this, error);
@@ -304,6 +356,39 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
       this.outcome ??= 'cancelled';
     }
     if (answered) this.answeredWith = error instanceof DeadlineExceededError ? 504 : 499;
+  }
+
+  /**
+   * The deadline passed on a request whose handler answers it itself: the work hears of it next (the context's
+   * listeners run after its owner), and answers with what it has; this hop answers only if that has not begun within
+   * `graceMs`. The outcome is the deadline's either way.
+   */
+  #awaitClaimedAnswer(error: DeadlineExceededError, graceMs: number): void {
+    this.outcome = 'deadline_exceeded';
+    this.exceededBy = error.hop ?? this.options.hop;
+    const timer = setTimeout(() => {
+      // Let go of when the response is over; a response begun is the handler's.
+      if (this.res === undefined || this.res.headersSent || this.answeredWith !== undefined) return;
+      if (this.host.answer(this, error)) this.answeredWith = 504;
+    }, graceMs);
+    timer.unref();
+  }
+
+  /**
+   * What this hop answers for `error`: 504 with its JSON body (499 for a cancellation), or, on a request whose
+   * handler claimed its deadline's answer, the body that handler's protocol gives (a GraphQL response).
+   */
+  answerOf(error: DeadlineExceededError | CancelledError): DeadlineAnswer {
+    const elapsedMs = monotonicNow() - this.arrivedAt;
+    const shape = this.claim?.answer ?? this.options.answer;
+    if (shape !== undefined && error instanceof DeadlineExceededError) {
+      try {
+        return shape(error, { hop: this.options.hop, budgetMs: this.budget.budgetMs, elapsedMs });
+      } catch (shapeError) {
+        reportHookError(this.host.logger(this), 'answer', shapeError, this.options.hop);
+      }
+    }
+    return deadlineAnswer(error, this.budget.budgetMs, elapsedMs, this.options.hop);
   }
 
   /** A response still streaming was cut at the deadline: one line, saying how a long-lived route opts out. */

@@ -25,9 +25,16 @@ export interface DeadlineExceededBody {
   exceededBy: string;
 }
 
-/** What to send for a deadline error or a cancellation: status, headers and body. @internal */
+/**
+ * What a hop sends for a deadline error (or a cancellation): status, headers and body.
+ *
+ * @example
+ * ```ts
+ * const answer: DeadlineAnswer = { statusCode: 504, headers: { 'content-type': 'text/plain' }, body: 'out of time' };
+ * ```
+ */
 export interface DeadlineAnswer {
-  statusCode: 504 | 499;
+  statusCode: number;
   headers: Record<string, string>;
   body: string | undefined;
 }

@@ -80,6 +80,7 @@ describe('deadlineHandler options', () => {
     expect(() => deadlineHandler(noop, { logLevel: 'loud' as never })).toThrow(/logLevel must be/);
     expect(() => deadlineHandler(noop, { absolute: { skewMs: -1 } })).toThrow(/absolute.skewMs/);
     expect(() => deadlineHandler(noop, { minMs: 100, defaultMs: 50 })).toThrow(/minMs must be at most defaultMs/);
+    expect(() => deadlineHandler(noop, { answer: {} as never })).toThrow(/answer must be a function/);
     // A route that only lowers maxMs lowers the default with it.
     expect(() => deadlineHandler(noop, { maxMs: 100 })).not.toThrow();
   });
@@ -108,6 +109,54 @@ describe('deadlineHandler errors', () => {
       }
       expect(logs.filter((l) => l.msg === 'deadline: the handler failed')).toHaveLength(2);
       expect(logs.filter((l) => l.msg === 'deadline: error')).toHaveLength(2);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
+
+describe('deadlineHandler `answer`: the shape of its deadline answer', () => {
+  it("answers the deadline and a refusal in the option's shape; a throwing shape falls back to the JSON 504, logged", async () => {
+    const logs: LogLine[] = [];
+    let throwing = false;
+    const server = createServer(
+      deadlineHandler(
+        async (req, res) => {
+          await new Promise((resolve) => req.deadline.context.onStop(resolve));
+          res.end('late');
+        },
+        {
+          serviceName: 'orders',
+          defaultMs: 100,
+          logger: pino(memoryDestination(logs)),
+          answer(error, { hop, budgetMs }) {
+            if (throwing) throw new Error('shape broke');
+            return {
+              statusCode: 504,
+              headers: { 'content-type': 'application/problem+json', 'x-deadline-exceeded-by': error.hop ?? hop },
+              body: JSON.stringify({ title: 'Gateway Timeout', budgetMs }),
+            };
+          },
+        },
+      ),
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const expired = await fetch(`${url}/slow`);
+      expect(expired.status).toBe(504);
+      expect(expired.headers.get('content-type')).toBe('application/problem+json');
+      expect(expired.headers.get('x-deadline-exceeded-by')).toBe('orders');
+      expect(await expired.json()).toEqual({ title: 'Gateway Timeout', budgetMs: 100 });
+      const refused = await fetch(`${url}/slow`, { headers: { 'x-request-deadline': '2' } });
+      expect(refused.status).toBe(504);
+      expect(await refused.json()).toEqual({ title: 'Gateway Timeout', budgetMs: 2 });
+      throwing = true;
+      const fallback = await fetch(`${url}/slow`);
+      expect(fallback.status).toBe(504);
+      expect(await fallback.json()).toMatchObject({ error: 'deadline_exceeded', exceededBy: 'orders' });
+      expect(logs.filter((l) => l.msg === 'deadline: the answer hook threw')).toHaveLength(1);
     } finally {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));

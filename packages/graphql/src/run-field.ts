@@ -1,0 +1,159 @@
+/**
+ * One resolver's run under the request's deadline: inside its context (entered here when the server runs outside
+ * it), not started when the time is gone or too short for the field, and raced against the context's stop, so that a
+ * field still running at the deadline is answered at once as cut — its work (a query, a call) hears of the same stop
+ * and is cancelled — while the fields already resolved keep their data. A deadline error the resolver itself ends
+ * with (a query refused for lack of time, a downstream's 504) becomes the same field error.
+ */
+import {
+  CancelledError,
+  createContext,
+  currentContext,
+  type DeadlineContext,
+  DeadlineExceededError,
+  findDeadlineError,
+  type OwnedContext,
+  type StopReason,
+} from '@deadline/core';
+import { requestStateOf } from '@deadline/server/internal';
+import type { GraphQLFieldResolver, GraphQLResolveInfo } from 'graphql';
+import { type FieldStop, fieldError } from './field-error.js';
+import type { ResolvedFieldLimits } from './field-limits.js';
+import { currentSlot } from './request-slots.js';
+
+/** A resolver made by {@link underDeadline}, and the one it wraps. @internal */
+export const WRAPPED = Symbol.for('deadline.graphql.wrapped');
+
+/**
+ * `resolve` run under the request's deadline (see the module's header).
+ * @internal
+ */
+export function underDeadline(
+  resolve: GraphQLFieldResolver<unknown, unknown>,
+  limits: ResolvedFieldLimits,
+): GraphQLFieldResolver<unknown, unknown> {
+  const wrapped = function resolveUnderDeadline(
+    this: unknown,
+    source: unknown,
+    args: Record<string, unknown>,
+    contextValue: unknown,
+    info: GraphQLResolveInfo,
+  ): unknown {
+    let context: DeadlineContext | undefined = currentContext();
+    let outside = false;
+    if (context === undefined) {
+      context = currentSlot()?.state?.context;
+      // No deadline anywhere: the resolver runs as it would without the plugin.
+      if (context === undefined) return resolve.call(this, source, args, contextValue, info);
+      outside = true;
+    }
+    const stopped = context.stopReason;
+    if (stopped !== undefined) throw stopError(context, info, stopped);
+    if (limits.minMs > 0) {
+      const leftMs = context.remainingMs();
+      if (leftMs < limits.minMs) {
+        const hop = context.hop ?? 'service';
+        noteDeadline(context, hop);
+        throw fieldError(info, { kind: 'not-started', exceededBy: hop, leftMs, needsMs: limits.minMs });
+      }
+    }
+    const own = Number.isFinite(limits.maxMs)
+      ? runIn(context, outside, createContext, { deadline: limits.maxMs })
+      : undefined;
+    const runsIn = own ?? context;
+    let result: unknown;
+    try {
+      result =
+        outside || own !== undefined
+          ? (runsIn as OwnedContext).run(() => resolve.call(this, source, args, contextValue, info))
+          : resolve.call(this, source, args, contextValue, info);
+    } catch (error) {
+      own?.end();
+      throw failure(runsIn, info, error);
+    }
+    if (!isThenable(result)) {
+      own?.end();
+      return result;
+    }
+    return raced(result, runsIn, info, own);
+  };
+  Object.defineProperty(wrapped, WRAPPED, { value: resolve });
+  return wrapped;
+}
+
+function runIn<A extends unknown[], R>(
+  context: DeadlineContext,
+  outside: boolean,
+  fn: (...args: A) => R,
+  ...args: A
+): R {
+  return outside ? (context as OwnedContext).run(fn, ...args) : fn(...args);
+}
+
+/** The field's value, or its field error as soon as `context` stops first. */
+function raced(
+  result: PromiseLike<unknown>,
+  context: DeadlineContext,
+  info: GraphQLResolveInfo,
+  own: OwnedContext | undefined,
+): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const off = context.onStop((reason) => {
+      if (settled) return;
+      settled = true;
+      reject(stopError(context, info, reason));
+      own?.end();
+    });
+    result.then(
+      (value) => {
+        if (settled) return;
+        settled = true;
+        off();
+        own?.end();
+        resolve(value);
+      },
+      (error: unknown) => {
+        if (settled) return;
+        settled = true;
+        off();
+        own?.end();
+        reject(failure(context, info, error));
+      },
+    );
+  });
+}
+
+/** The field error for a context that stopped: cut at a deadline, or its request cancelled. */
+function stopError(context: DeadlineContext, info: GraphQLResolveInfo, reason: StopReason) {
+  return fieldError(info, stopOf(context, reason));
+}
+
+function stopOf(context: DeadlineContext, reason: StopReason): FieldStop {
+  if (reason instanceof DeadlineExceededError) {
+    const hop = reason.hop ?? context.hop ?? 'service';
+    noteDeadline(context, hop, reason);
+    return { kind: 'cut', exceededBy: hop };
+  }
+  return { kind: 'cancelled' };
+}
+
+/** What the resolver failed with: a deadline error or a cancellation becomes the field's error, others pass. */
+function failure(context: DeadlineContext, info: GraphQLResolveInfo, error: unknown): unknown {
+  const typed = findDeadlineError(error);
+  if (typed === undefined) return error;
+  if (typed instanceof CancelledError) return fieldError(info, { kind: 'cancelled' });
+  return stopError(context, info, typed);
+}
+
+/** The request is answered with a deadline's error: its hop logs it so, and names whose deadline fired. */
+function noteDeadline(context: DeadlineContext, hop: string, error?: DeadlineExceededError): void {
+  const state = requestStateOf(context);
+  if (state === undefined) return;
+  state.outcome ??= 'deadline_exceeded';
+  state.exceededBy ??= error?.hop ?? hop;
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
+}
