@@ -1,0 +1,56 @@
+/**
+ * `@deadline/graphql/yoga` — graphql-yoga's plugin: every resolver under the request's deadline, a partial answer at
+ * the deadline, `X-Deadline-Exceeded-By` on answers a deadline cut. Works on `createServer(yoga)` (it starts each
+ * request's deadline itself) and behind `@deadline/express`, `@deadline/fastify` or `deadlineHandler`.
+ * @packageDocumentation
+ */
+import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
+import type { RequestState } from '@deadline/server/internal';
+import type { Plugin } from 'graphql-yoga';
+import { type GraphQLDeadlineOptions, graphqlHop } from './graphql-hop.js';
+import { instrumentSchema } from './instrument-schema.js';
+
+export type { GraphQLDeadlineOptions } from './graphql-hop.js';
+
+/**
+ * graphql-yoga's deadline plugin (an envelop plugin, yoga's `useX` convention). Each operation's resolvers run inside
+ * its request's deadline context; a field still running at the deadline is answered at once with a
+ * `DEADLINE_EXCEEDED` error beside the data already resolved; a request the deadline cut carries
+ * `X-Deadline-Exceeded-By` and is logged `deadline_exceeded`. A subscription's request is long-lived: its setup runs
+ * in the context, and no default budget cuts the stream.
+ *
+ * @example
+ * ```ts
+ * import { createServer } from 'node:http';
+ * import { createSchema, createYoga } from 'graphql-yoga';
+ * import { useDeadline } from '@deadline/graphql/yoga';
+ *
+ * const yoga = createYoga({ schema: createSchema({ typeDefs, resolvers }), plugins: [useDeadline({ serviceName: 'catalog' })] });
+ * createServer(yoga).listen(4000);
+ * ```
+ */
+export function useDeadline(options?: GraphQLDeadlineOptions): Plugin {
+  const hop = graphqlHop(options);
+  // The request's state, from the first hook that runs in its handling: the response hook may run outside it.
+  const states = new WeakMap<Request, RequestState>();
+  return {
+    onRequest({ request }) {
+      const state = hop.stateNow();
+      if (state !== undefined) states.set(request, state);
+    },
+    onExecute({ args }) {
+      instrumentSchema(args.schema);
+    },
+    onSubscribe({ args }) {
+      instrumentSchema(args.schema);
+      const request = (args.contextValue as { request?: Request }).request;
+      const state = request === undefined ? undefined : states.get(request);
+      state?.makeLongLived();
+    },
+    onResponse({ request, response }) {
+      const state = states.get(request);
+      if (state?.outcome !== 'deadline_exceeded' || state.exceededBy === undefined) return;
+      response.headers.set(DEADLINE_EXCEEDED_BY_HEADER, state.exceededBy);
+    },
+  };
+}
