@@ -88,6 +88,14 @@ interface Variant {
  * and 12 ESM, on their own majors of express and fastify; `^11.0.0 || ^12.0.0` promises both.
  */
 const VARIANTS: Record<string, Variant[]> = {
+  // graphql-js's own execute on graphql 17 (the servers' suites run on 16, the major Apollo Server and Mercurius take).
+  graphql: [
+    {
+      name: 'graphql17',
+      imports: [aliased('graphql', 'graphql17')],
+      exclude: ['test/apollo.test.ts', 'test/yoga.test.ts', 'test/mercurius.test.ts'],
+    },
+  ],
   // The suites that name each client they run on (the conformance suites: both ioredis majors, both node-redis
   // majors) and node-redis's own files run once.
   redis: [

@@ -5,6 +5,7 @@
  * @packageDocumentation
  */
 
+export { deadlineExecute } from './execute.js';
 export {
   CANCELLED,
   DEADLINE_EXCEEDED,

@@ -7,7 +7,7 @@
  */
 import { defaultFieldResolver, type GraphQLSchema, isIntrospectionType, isObjectType } from 'graphql';
 import { hasLimits, limitsOf } from './field-limits.js';
-import { underDeadline, WRAPPED } from './run-field.js';
+import { subscribeUnderDeadline, underDeadline, WRAPPED } from './run-field.js';
 
 const instrumented = new WeakSet<GraphQLSchema>();
 
@@ -32,7 +32,7 @@ export function instrumentSchema(schema: GraphQLSchema): GraphQLSchema {
       if (resolve !== undefined && !(WRAPPED in resolve)) field.resolve = underDeadline(resolve, limits);
       else if (resolve === undefined && hasLimits(limits)) field.resolve = underDeadline(defaultFieldResolver, limits);
       const subscribe = field.subscribe;
-      if (subscribe !== undefined && !(WRAPPED in subscribe)) field.subscribe = underDeadline(subscribe, limits);
+      if (subscribe !== undefined && !(WRAPPED in subscribe)) field.subscribe = subscribeUnderDeadline(subscribe);
     }
   }
   return schema;

@@ -81,6 +81,48 @@ export function underDeadline(
   return wrapped;
 }
 
+/**
+ * A subscription field's `subscribe` under the request's context: its setup, and each step of the stream it returns
+ * (an async generator's body runs on each `next()`, driven by the server), inside the context — entered here where
+ * the server runs outside it. Never raced nor cut: a subscription is long-lived (the plugins lift its request's
+ * default budget); a caller's budget still bounds the calls its setup makes.
+ * @internal
+ */
+export function subscribeUnderDeadline(
+  subscribe: GraphQLFieldResolver<unknown, unknown>,
+): GraphQLFieldResolver<unknown, unknown> {
+  const wrapped = function subscribeInContext(
+    this: unknown,
+    source: unknown,
+    args: Record<string, unknown>,
+    contextValue: unknown,
+    info: GraphQLResolveInfo,
+  ): unknown {
+    if (currentContext() !== undefined) return subscribe.call(this, source, args, contextValue, info);
+    const context = currentSlot()?.state?.context as OwnedContext | undefined;
+    if (context === undefined) return subscribe.call(this, source, args, contextValue, info);
+    const stream = context.run(() => subscribe.call(this, source, args, contextValue, info));
+    return isThenable(stream) ? Promise.resolve(stream).then((s) => steppedIn(context, s)) : steppedIn(context, stream);
+  };
+  Object.defineProperty(wrapped, WRAPPED, { value: subscribe });
+  return wrapped;
+}
+
+/** `stream`, each of its steps taken inside `context` (anything else, an error result, as it is). */
+function steppedIn(context: OwnedContext, stream: unknown): unknown {
+  const iterable = stream as AsyncIterable<unknown> | null;
+  if (typeof iterable?.[Symbol.asyncIterator] !== 'function') return stream;
+  const iterator = iterable[Symbol.asyncIterator]();
+  const stepped: AsyncIterableIterator<unknown> = {
+    next: (...args: [] | [unknown]) => context.run(() => iterator.next(...args)),
+    return: (value?: unknown) =>
+      context.run(() => iterator.return?.(value) ?? Promise.resolve({ done: true as const, value: undefined })),
+    throw: (error?: unknown) => context.run(() => iterator.throw?.(error) ?? Promise.reject(error)),
+    [Symbol.asyncIterator]: () => stepped,
+  };
+  return stepped;
+}
+
 function runIn<A extends unknown[], R>(
   context: DeadlineContext,
   outside: boolean,

@@ -7,6 +7,7 @@
 import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
 import type { RequestState } from '@deadline/server/internal';
 import type { Plugin } from 'graphql-yoga';
+import { deadlineExecute } from './execute.js';
 import { type GraphQLDeadlineOptions, graphqlHop } from './graphql-hop.js';
 import { instrumentSchema } from './instrument-schema.js';
 
@@ -38,8 +39,11 @@ export function useDeadline(options?: GraphQLDeadlineOptions): Plugin {
       const state = hop.stateNow();
       if (state !== undefined) states.set(request, state);
     },
-    onExecute({ args }) {
+    onExecute({ args, executeFn, setExecuteFn }) {
       instrumentSchema(args.schema);
+      // graphql-js 17's execute (yoga's `useEngine`) takes the deadline as its abortSignal; yoga's own executor
+      // ignores the field.
+      setExecuteFn(deadlineExecute(executeFn));
     },
     onSubscribe({ args }) {
       instrumentSchema(args.schema);

@@ -4,10 +4,13 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { currentContext } from '@deadline/core';
 import { useAPQ } from '@graphql-yoga/plugin-apq';
 import express from 'express';
 import { createSchema, createYoga } from 'graphql-yoga';
 import pino from 'pino';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deadline } from '../../express/src/index.ts';
 import { closeServer, type LogLine, memoryDestination } from '../../server/test/harness.ts';
 import { graphqlDeadlineAnswer } from '../src/index.ts';
@@ -57,3 +60,51 @@ const onExpress: GraphQLHarness = {
 };
 
 for (const harness of [onNode, onExpress]) graphqlConformance(harness);
+
+describe('yoga subscriptions over server-sent events', () => {
+  const seen: Array<{ inContext: boolean; remainingMs: number | undefined }> = [];
+  let running: { url: string; close(): Promise<void> };
+
+  beforeAll(async () => {
+    const server = createServer(
+      createYoga({
+        schema: createSchema({
+          typeDefs: 'type Query { up: Boolean } type Subscription { ticks(count: Int!): Int }',
+          resolvers: {
+            Subscription: {
+              ticks: {
+                async *subscribe(_: unknown, { count }: { count: number }) {
+                  const context = currentContext();
+                  seen.push({ inContext: context !== undefined, remainingMs: context?.remainingMs() });
+                  for (let tick = 1; tick <= count; tick++) {
+                    await new Promise((resolve) => setTimeout(resolve, 100));
+                    yield { ticks: tick };
+                  }
+                },
+              },
+            },
+          },
+        }),
+        // A default budget shorter than the stream: a subscription is long-lived, never cut by it.
+        plugins: [useDeadline({ serviceName: SERVICE, defaultMs: 300 })],
+      }),
+    );
+    running = await listen(server, '/graphql', []);
+  });
+
+  afterAll(() => running?.close());
+
+  it('runs past the default budget to its end; its setup ran in the request’s context', async () => {
+    const response = await request(running.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ query: 'subscription { ticks(count: 6) }' }),
+    });
+    expect(response.statusCode).toBe(200);
+    const text = await response.body.text();
+    const ticks = [...text.matchAll(/"ticks":(\d+)/g)].map((match) => Number(match[1]));
+    expect(ticks).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(text).toContain('event: complete');
+    expect(seen).toEqual([{ inContext: true, remainingMs: Number.POSITIVE_INFINITY }]);
+  });
+});
