@@ -68,6 +68,8 @@ export class OutgoingCall {
   _dueAt = 0;
   #unsubscribe: () => void = noop;
   #stopped: DeadlineExceededError | CancelledError | undefined;
+  /** When it was stopped, on the monotonic clock: a call cut before its owner let go of its context did not outlive it. */
+  #stoppedAt = -1;
   #ended = false;
   /** The circuit breaker's admission, reported to when the call ends. */
   #permit: CallPermit | undefined;
@@ -292,7 +294,7 @@ export class OutgoingCall {
     // A call left running by an owner that is done with its context (an unawaited query): told apart, so it
     // can be logged against its request.
     const scope = this.#scope;
-    const released = scope === undefined ? undefined : releasedScope(scope);
+    const released = scope === undefined ? undefined : this.#releasedWhileRunning(scope);
     const reportOutlived =
       released !== undefined && (released._outlivedReporter !== undefined || hasCallOutlivedSubscribers());
     if (!hasCallSubscribers() && !reportOutlived) return;
@@ -348,6 +350,7 @@ export class OutgoingCall {
   #stop(error: DeadlineExceededError | CancelledError): void {
     if (this.#ended || this.#stopped !== undefined) return;
     this.#stopped = error;
+    this.#stoppedAt = monotonicNow();
     this.#disarm();
     if (error instanceof DeadlineExceededError) publishExceeded(this.#scope, error);
     // Before the listeners send the stop (abort, CancelRequest, KILL, UNBLOCK): it is requested now.
@@ -355,6 +358,17 @@ export class OutgoingCall {
     const listeners = this.#listeners;
     this.#listeners = undefined;
     if (listeners !== undefined) for (const listener of listeners) listener(error);
+  }
+
+  /**
+   * The released context (its own or an ancestor) the call ran on past its owner letting go of it, if any. A call cut
+   * before that was not left running — its stop was on its way (the server confirming a cancel), as when a GraphQL
+   * field's own budget passed just before the answer went out.
+   */
+  #releasedWhileRunning(scope: Scope): Scope | undefined {
+    const released = releasedScope(scope);
+    if (released === undefined) return undefined;
+    return this.#stopped !== undefined && this.#stoppedAt <= released._releasedAt ? undefined : released;
   }
 
   #disarm(): void {

@@ -195,6 +195,20 @@ describe('a context its owner released (end({ cancel: false })): work left runni
     expect(outlived.map((m) => m.target)).toEqual(['child-db']);
   });
 
+  it('a call cut before the release, its stop still on its way when the owner let go, did not outlive it', async () => {
+    const outlived = collect<CallOutlivedMessage>(DiagnosticsChannel.CallOutlived);
+    const ctx = createContext({ root: true, deadline: 10_000 });
+    // A child with a budget of its own (a GraphQL field's): cut at it, then the owner answers and lets go.
+    const field = ctx.run(() => createContext({ deadline: 30 }));
+    const call = field.run(() => OutgoingCall.start('field-db'));
+    await stopped(call);
+    field.end();
+    ctx.end({ cancel: false });
+    // The call ends after the release: the server confirmed the cancel a moment later.
+    call.end();
+    expect(outlived).toEqual([]);
+  });
+
   it('the signal, once handed out, still aborts at the deadline (an AbortSignal.any() adds no listener to it)', async () => {
     const ctx = createContext({ root: true, deadline: 50 });
     const linked = AbortSignal.any([ctx.signal as AbortSignal]);

@@ -6,7 +6,10 @@
  * @packageDocumentation
  */
 import type { ApolloServerPlugin, BaseContext } from '@apollo/server';
+import { DeadlineExceededError, findDeadlineError } from '@deadline/core';
 import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
+import type { RequestState } from '@deadline/server/internal';
+import { requestDeadlineError } from './field-error.js';
 import { type GraphQLDeadlineOptions, graphqlHop } from './graphql-hop.js';
 import { instrumentSchema } from './instrument-schema.js';
 
@@ -34,6 +37,9 @@ export function deadlineApolloPlugin<TContext extends BaseContext = BaseContext>
 ): ApolloServerPlugin<TContext> {
   const hop = graphqlHop(options);
   return {
+    async contextCreationDidFail({ error }) {
+      answerAsDeadline(error, hop.stateNow());
+    },
     async requestDidStart(requestContext) {
       instrumentSchema(requestContext.schema);
       const state = hop.stateNow();
@@ -46,4 +52,28 @@ export function deadlineApolloPlugin<TContext extends BaseContext = BaseContext>
       };
     },
   };
+}
+
+/**
+ * A deadline error the app's `context` function failed with (its calls bounded by the hop's deadline): Apollo answers
+ * a failed context creation 500 with the error's message, unless the error's `extensions.http` says otherwise, and
+ * gives the plugins only a look at the error first. So the error is given what Apollo reads: 504 naming whose
+ * deadline fired, `DEADLINE_EXCEEDED`, and a message (and stack) without the internal target's name.
+ */
+function answerAsDeadline(error: Error, state: RequestState | undefined): void {
+  const typed = findDeadlineError(error);
+  if (typed === undefined) return;
+  state?.recordError(typed);
+  // A cancellation: its client left, nobody reads the answer.
+  if (!(typed instanceof DeadlineExceededError)) return;
+  const exceededBy = typed.hop ?? state?.options.hop ?? 'service';
+  const { message, extensions } = requestDeadlineError(exceededBy);
+  Object.assign(error, {
+    message,
+    stack: `${error.name}: ${message}`,
+    extensions: {
+      ...extensions,
+      http: { status: 504, headers: new Map([[DEADLINE_EXCEEDED_BY_HEADER, exceededBy]]) },
+    },
+  });
 }

@@ -4,6 +4,7 @@
  * request's deadline itself) and behind `@deadline/express`, `@deadline/fastify` or `deadlineHandler`.
  * @packageDocumentation
  */
+import { currentContext } from '@deadline/core';
 import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
 import type { RequestState } from '@deadline/server/internal';
 import type { Plugin } from 'graphql-yoga';
@@ -38,6 +39,15 @@ export function useDeadline(options?: GraphQLDeadlineOptions): Plugin {
     onRequest({ request }) {
       const state = hop.stateNow();
       if (state !== undefined) states.set(request, state);
+    },
+    instrumentation: {
+      // Where yoga runs outside a hop's context (on `createServer`), the app's context factory runs inside the
+      // request's: the calls it makes (a session lookup) are bounded by its deadline, as the resolvers' are.
+      context(_payload, build) {
+        const state = currentContext() === undefined ? hop.stateNow() : undefined;
+        if (state === undefined) build();
+        else state.context.run(build);
+      },
     },
     onExecute({ args, executeFn, setExecuteFn }) {
       instrumentSchema(args.schema);

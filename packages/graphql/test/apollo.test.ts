@@ -38,6 +38,7 @@ function apollo(app: SuiteApp, logs: LogLine[], pluginOptions?: object) {
 
 const standalone: GraphQLHarness = {
   name: 'apollo standalone',
+  contextBeforeDeadline: true,
   async start(app) {
     const logs: LogLine[] = [];
     const server = apollo(app, logs, { ...HOP, logger: pino({ level: 'info' }, memoryDestination(logs)) });

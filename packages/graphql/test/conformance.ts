@@ -43,6 +43,7 @@ const typeDefs = `
 
 /** What each request's GraphQL context holds: its DataLoader (one per request, as DataLoader asks). */
 export interface SuiteContext {
+  session: number;
   names: DataLoader<{ marker: string; id: number }, string>;
 }
 
@@ -50,7 +51,7 @@ export interface SuiteContext {
 export interface SuiteApp {
   typeDefs: string;
   resolvers: Record<string, Record<string, unknown>>;
-  context(): SuiteContext;
+  context(): Promise<SuiteContext>;
 }
 
 export interface GraphQLRunning {
@@ -63,6 +64,16 @@ export interface GraphQLRunning {
 
 export interface GraphQLHarness {
   name: string;
+  /**
+   * The app's context function runs before the request's deadline starts: Apollo's standalone server calls it before
+   * any plugin hook, so the calls it makes are not bounded.
+   */
+  contextBeforeDeadline?: boolean;
+  /**
+   * An error the app's context function throws is the server's own to answer, whatever it is: yoga masks it (500
+   * `Unexpected error.`) before any plugin hook sees it.
+   */
+  contextErrorsMasked?: boolean;
   /** Starts the server: the plugin with `serviceName: SERVICE`, `defaultMs: 2_000`, batched requests allowed. */
   start(app: SuiteApp): Promise<GraphQLRunning>;
 }
@@ -114,6 +125,7 @@ export function graphqlConformance(harness: GraphQLHarness): void {
     let server: GraphQLRunning;
     const table = `deadline_graphql_${process.pid}_${harness.name.replace(/\W+/g, '_')}`;
     const published = requestLines();
+    let failContext = false;
     /** The line of the request whose answer came last, by the answer's status (written when it closes). */
     const lineFor = async (from: number) => {
       await expect.poll(() => published.lines.length, { timeout: 10_000 }).toBeGreaterThan(from);
@@ -180,7 +192,9 @@ export function graphqlConformance(harness: GraphQLHarness): void {
             ]),
           ),
         },
-        context: () => ({
+        context: async () => ({
+          // A session lookup the app's context function makes: refused for lack of time when the test says so.
+          session: failContext ? (await refusing.query('SELECT 1')).rows.length : 0,
           names: new DataLoader<{ marker: string; id: number }, string>(async (keys) => {
             // One statement for the whole batch, as a batch function does.
             const { rows } = await db.query<{ id: number; name: string }>(
@@ -202,10 +216,14 @@ export function graphqlConformance(harness: GraphQLHarness): void {
       await pool?.end();
     });
 
-    /** Nothing the app logged is at error level, and no line carries a stack. */
+    /**
+     * Nothing the app logged is at error level, and no line about a deadline or a cancellation carries a stack (the
+     * servers' own lines about other things, Mercurius's for an unknown persisted query say, are theirs).
+     */
     const expectQuietLogs = () => {
       expect(server.logs.filter((line) => line.level >= 50)).toEqual([]);
-      expect(server.logs.filter((line) => JSON.stringify(line).includes('\\n    at '))).toEqual([]);
+      const aboutDeadlines = server.logs.filter((line) => /deadline|cancel/i.test(JSON.stringify(line)));
+      expect(aboutDeadlines.filter((line) => JSON.stringify(line).includes('\\n    at '))).toEqual([]);
     };
 
     it('20 fields of which 3 are slow, 400 ms budget: the 17 answered, 3 errors naming the hop, the statements gone', async () => {
@@ -415,6 +433,26 @@ export function graphqlConformance(harness: GraphQLHarness): void {
       expect(answer.body.errors[0].extensions.code).toBe(DEADLINE_EXCEEDED);
       await Promise.all([activity.goneAt(`${m}_first`), activity.goneAt(m)]);
     });
+
+    it.skipIf(harness.contextBeforeDeadline === true || harness.contextErrorsMasked === true)(
+      "the app's context function fails with a deadline error (a lookup refused for lack of time): 504 GraphQL-shaped",
+      async () => {
+        failContext = true;
+        try {
+          const from = published.lines.length;
+          const answer = await post(server.url, { query: '{ fast }' });
+          expect(answer.status).toBe(504);
+          expect(answer.headers['x-deadline-exceeded-by']).toBe(SERVICE);
+          expect(answer.body.errors[0].extensions).toMatchObject({ code: DEADLINE_EXCEEDED, exceededBy: SERVICE });
+          expect(answer.text).not.toContain('refusing-db');
+          expect(answer.text).not.toMatch(/\s+at /);
+          expect(await lineFor(from)).toMatchObject({ outcome: 'deadline_exceeded', statusCode: 504 });
+          expectQuietLogs();
+        } finally {
+          failContext = false;
+        }
+      },
+    );
 
     it('a budget below the minimum: nothing runs, 504 GraphQL-shaped, naming the hop', async () => {
       const from = published.lines.length;
