@@ -4,11 +4,13 @@
  * request's deadline itself) and behind `@deadline/express`, `@deadline/fastify` or `deadlineHandler`.
  * @packageDocumentation
  */
-import { currentContext } from '@deadline/core';
+import { currentContext, DeadlineExceededError, findDeadlineError } from '@deadline/core';
 import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
 import type { RequestState } from '@deadline/server/internal';
+import { GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { deadlineExecute } from './execute.js';
+import { requestDeadlineError } from './field-error.js';
 import { type GraphQLDeadlineOptions, graphqlHop } from './graphql-hop.js';
 import { instrumentSchema } from './instrument-schema.js';
 
@@ -36,6 +38,22 @@ export function useDeadline(options?: GraphQLDeadlineOptions): Plugin {
   // The request's state, from the first hook that runs in its handling: the response hook may run outside it.
   const states = new WeakMap<Request, RequestState>();
   return {
+    onPluginInit({ registerContextErrorHandler }) {
+      // yoga masks whatever the app's context factory throws (500 `Unexpected error.`, logged at error level) unless it
+      // is a GraphQLError: a deadline error there becomes the hop's answer, GraphQL-shaped.
+      registerContextErrorHandler(({ error, setError }) => {
+        const typed = findDeadlineError(error);
+        if (typed === undefined) return;
+        const state = hop.stateNow();
+        state?.recordError(typed);
+        // A cancellation: its client left, nobody reads the answer.
+        if (!(typed instanceof DeadlineExceededError)) return;
+        const exceededBy = typed.hop ?? state?.options.hop ?? 'service';
+        const { message, extensions } = requestDeadlineError(exceededBy);
+        const http = { status: 504, headers: { [DEADLINE_EXCEEDED_BY_HEADER]: exceededBy } };
+        setError(new GraphQLError(message, { extensions: { ...extensions, http } }));
+      });
+    },
     onRequest({ request }) {
       const state = hop.stateNow();
       if (state !== undefined) states.set(request, state);

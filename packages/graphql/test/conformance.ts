@@ -69,11 +69,7 @@ export interface GraphQLHarness {
    * any plugin hook, so the calls it makes are not bounded.
    */
   contextBeforeDeadline?: boolean;
-  /**
-   * An error the app's context function throws is the server's own to answer, whatever it is: yoga masks it (500
-   * `Unexpected error.`) before any plugin hook sees it.
-   */
-  contextErrorsMasked?: boolean;
+
   /** Starts the server: the plugin with `serviceName: SERVICE`, `defaultMs: 2_000`, batched requests allowed. */
   start(app: SuiteApp): Promise<GraphQLRunning>;
 }
@@ -434,7 +430,7 @@ export function graphqlConformance(harness: GraphQLHarness): void {
       await Promise.all([activity.goneAt(`${m}_first`), activity.goneAt(m)]);
     });
 
-    it.skipIf(harness.contextBeforeDeadline === true || harness.contextErrorsMasked === true)(
+    it.skipIf(harness.contextBeforeDeadline === true)(
       "the app's context function fails with a deadline error (a lookup refused for lack of time): 504 GraphQL-shaped",
       async () => {
         failContext = true;

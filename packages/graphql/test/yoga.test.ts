@@ -37,7 +37,6 @@ async function listen(server: Server, path: string, logs: LogLine[]) {
 
 const onNode: GraphQLHarness = {
   name: 'yoga on node:http',
-  contextErrorsMasked: true,
   async start(app) {
     const logs: LogLine[] = [];
     const server = createServer(yoga(app, logs, { ...HOP, logger: pino({ level: 'info' }, memoryDestination(logs)) }));
@@ -47,7 +46,6 @@ const onNode: GraphQLHarness = {
 
 const onExpress: GraphQLHarness = {
   name: 'yoga on express 5',
-  contextErrorsMasked: true,
   async start(app) {
     const logs: LogLine[] = [];
     const web = express();
