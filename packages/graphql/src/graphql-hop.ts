@@ -50,8 +50,12 @@ export interface GraphQLHop {
   stateNow(): RequestState | undefined;
 }
 
-/** @internal */
-export function graphqlHop(options: GraphQLDeadlineOptions | undefined): GraphQLHop {
+/**
+ * `ownsRequests`: whether the server may own its HTTP server (then each `node:http` request gets a slot); false for
+ * Mercurius, always behind `@deadline/fastify`.
+ * @internal
+ */
+export function graphqlHop(options: GraphQLDeadlineOptions | undefined, ownsRequests = true): GraphQLHop {
   const resolved = resolveOptions<IncomingMessage>(options);
   const logger = checkObject('logger', options?.logger) as LineLogger | undefined;
   const graceMs = checkNumber('answerGraceMs', options?.answerGraceMs, { min: 0 }) ?? 100;
@@ -59,7 +63,8 @@ export function graphqlHop(options: GraphQLDeadlineOptions | undefined): GraphQL
   const host = rawHost(logger);
   const parser = createParser(resolved as never);
   const admitAll = { ...resolved.limits, minMs: 0 };
-  listenForRequests();
+  // Only a plugin whose server may own its HTTP server needs the slots: every node:http request pays for one.
+  if (ownsRequests) listenForRequests();
   return {
     stateNow(): RequestState | undefined {
       const context = currentContext();

@@ -49,7 +49,7 @@ export interface MercuriusDeadlineOptions {
 export const mercuriusDeadline: FastifyPluginCallback<MercuriusDeadlineOptions> = fp<MercuriusDeadlineOptions>(
   async (app, options) => {
     // The hop is @deadline/fastify's: only the claim's grace is this plugin's.
-    const hop: GraphQLHop = graphqlHop({ answerGraceMs: options.answerGraceMs });
+    const hop: GraphQLHop = graphqlHop({ answerGraceMs: options.answerGraceMs }, false);
     const states = new WeakMap<object, RequestState>();
     app.graphql.addHook('preExecution', async (schema, _document, context) => {
       instrumentSchema(schema);
