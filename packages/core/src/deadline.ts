@@ -105,9 +105,12 @@ export class Deadline {
     return this.#expiresAt === Number.POSITIVE_INFINITY;
   }
 
-  /** The budget this deadline was set with, in ms (`Infinity` for none). */
+  /** The budget this deadline was set with, in ms to the microsecond (`Infinity` for none). */
   get budgetMs(): number {
-    return this.#expiresAt === Number.POSITIVE_INFINITY ? Number.POSITIVE_INFINITY : this.#expiresAt - this.#startedAt;
+    if (this.#expiresAt === Number.POSITIVE_INFINITY) return Number.POSITIVE_INFINITY;
+    // Both instants are large floats: their difference carries rounding noise (a 250 ms budget read back as
+    // 250.00000000000045). Microseconds are finer than any budget and coarser than that noise for years of uptime.
+    return Math.round((this.#expiresAt - this.#startedAt) * 1000) / 1000;
   }
 
   /** Milliseconds left (fractional); 0 once expired, never negative; `Infinity` for none. */
