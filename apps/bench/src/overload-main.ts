@@ -4,6 +4,8 @@
  *
  *   --database postgres   inventory's stock query on Postgres (`@deadline/pg`), as `npm run bench` runs it
  *   --database mariadb    on MariaDB through mysql2 (`@deadline/mysql`)
+ *   --broker rabbitmq     across a broker instead: RPC over RabbitMQ to a consumer on Postgres (broker/broker-overload.ts),
+ *                         written to broker-overload-report.json
  *   --quick               one short level: proves it runs, measures nothing
  *
  * A bad argument is named on stderr, with the usage, and the run exits 2.
@@ -12,15 +14,17 @@
 import { spawnSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { canPin } from './overhead/overhead.js';
+import { brokerOverloadRows, measureBrokerOverload } from './overload/broker/broker-overload.js';
 import { renderOverloadChart } from './overload/chart.js';
 import { measureOverload, overloadRows } from './overload/overload.js';
 import type { StockDatabase } from './overload/overload-protocol.js';
 
-const USAGE = 'usage: npm run bench:overload -- [--database postgres|mariadb] [--quick]';
+const USAGE = 'usage: npm run bench:overload -- [--database postgres|mariadb | --broker rabbitmq] [--quick]';
 
 /** The stock database the arguments ask for, or the reason they cannot be read. */
-function readArguments(args: string[]): { database: StockDatabase; quick: boolean } | string {
+function readArguments(args: string[]): { database: StockDatabase; broker: boolean; quick: boolean } | string {
   let database: StockDatabase = 'postgres';
+  let broker = false;
   let quick = false;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
@@ -29,9 +33,13 @@ function readArguments(args: string[]): { database: StockDatabase; quick: boolea
       const value = args[++i];
       if (value !== 'postgres' && value !== 'mariadb') return `--database takes postgres or mariadb, not ${value}`;
       database = value;
+    } else if (arg === '--broker') {
+      const value = args[++i];
+      if (value !== 'rabbitmq') return `--broker takes rabbitmq, not ${value}`;
+      broker = true;
     } else return `unknown argument ${arg}`;
   }
-  return { database, quick };
+  return { database, broker, quick };
 }
 
 const parsed = readArguments(process.argv.slice(2));
@@ -48,6 +56,31 @@ if (!parsed.quick && process.env.DEADLINE_BENCH_PINNED === undefined && canPin()
     env: { ...process.env, DEADLINE_BENCH_PINNED: '1' },
   });
   process.exit(child.status ?? 1);
+}
+
+if (parsed.broker) await runBroker(parsed.quick);
+
+/** `--broker rabbitmq`: the broker's benchmark alone, its table printed and its report written. */
+async function runBroker(quick: boolean): Promise<never> {
+  const started = performance.now();
+  const report = await measureBrokerOverload({ quick }, (line) => process.stderr.write(`\r${line.padEnd(70)}`));
+  process.stderr.write('\n');
+  const seconds = Math.round((performance.now() - started) / 1000);
+  console.log(
+    '\nDead work under overload across RabbitMQ (RPC to a consumer on Postgres, 1 s caller budget; library vs plain):',
+  );
+  if (report.skipped !== null) console.log(`skipped: ${report.skipped}`);
+  else {
+    console.log(`capacity ${report.capacity} answers/s (closed loop, library)`);
+    console.table(brokerOverloadRows(report));
+    const { deadWork, goodputAt2x } = report.goals;
+    console.log(
+      `goals: dead work with the library ≤ 2 % at every level (worst ${deadWork.worst === null ? '–' : `${(deadWork.worst * 100).toFixed(1)} %`}: ${deadWork.met ? 'met' : 'not met'}); goodput at 2× ≥ 2× plain's (${goodputAt2x.library ?? '–'}/s against ${goodputAt2x.plain ?? '–'}/s, ratio ${goodputAt2x.ratio ?? '–'}: ${goodputAt2x.met ? 'met' : 'not met'})`,
+    );
+  }
+  console.log(`${seconds} s in all`);
+  await writeFile('broker-overload-report.json', `${JSON.stringify({ seconds, ...report }, null, 2)}\n`);
+  process.exit(report.skipped === null ? 0 : 1);
 }
 
 const started = performance.now();

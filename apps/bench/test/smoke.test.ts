@@ -106,6 +106,25 @@ it('the overload benchmark runs alone with its stock query on MariaDB, in quick 
   }
 }, 150_000);
 
+it('the overload benchmark runs across RabbitMQ, in quick mode', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'deadline-overload-broker-'));
+  try {
+    await promisify(execFile)(process.execPath, [overloadMain, '--broker', 'rabbitmq', '--quick'], {
+      cwd: dir,
+      timeout: 120_000,
+    });
+    const report = JSON.parse(await readFile(join(dir, 'broker-overload-report.json'), 'utf8'));
+    expect(report.skipped).toBeNull();
+    expect(report.setup.rabbitmq).toMatch(/RabbitMQ \S+/);
+    expect(report.capacity).toBeGreaterThan(0);
+    expect(report.levels.map((l: { variant: string }) => l.variant)).toEqual(['library', 'plain']);
+    // The consumer's statements were timed: the database side of the level is not empty.
+    for (const level of report.levels) expect(level.statementSeconds).toBeGreaterThan(0);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}, 150_000);
+
 it('bench:overload names a bad argument and exits 2', async () => {
   const failed = await promisify(execFile)(process.execPath, [overloadMain, '--database', 'oracle']).catch(
     (error: { code?: number; stderr?: string }) => error,

@@ -44,6 +44,12 @@ export const DiagnosticsChannel = {
    * {@link CallOutlivedMessage}.
    */
   CallOutlived: 'deadline:call:outlived',
+  /**
+   * A message was dropped for lack of time: a consumer received one whose budget was gone (`expired`, its handler
+   * not run), a reply came after its caller stopped waiting (`late-reply`), or a handler's answer came after its
+   * deadline and was not sent (`late-answer`). Message: {@link MessageDroppedMessage}.
+   */
+  MessageDropped: 'deadline:message:dropped',
 } as const;
 
 /**
@@ -157,6 +163,30 @@ export interface CallOutlivedMessage extends CallEndMessage {
   /** Time from the owner's end (the response) to the call's end, in ms. */
   outlivedMs: number;
 }
+/**
+ * Message of {@link DiagnosticsChannel.MessageDropped}.
+ *
+ * @example
+ * ```ts
+ * diagnostics.subscribe(DiagnosticsChannel.MessageDropped, (message) => {
+ *   const { protocol, reason } = message as MessageDroppedMessage;
+ *   droppedCounter.add(1, { protocol, reason });
+ * });
+ * ```
+ */
+export interface MessageDroppedMessage {
+  /** The broker's protocol: `amqp`, `nats`. */
+  protocol: string;
+  /** The queue, subject or routing key the message was for. */
+  target: string;
+  reason: 'expired' | 'late-reply' | 'late-answer';
+  /** The hop that dropped it (its `serviceName`), where it has one. */
+  hop: string | undefined;
+  /** For `expired`: the budget it arrived with, after the time it surely waited in the broker (ms, ≤ 0 or below minMs). */
+  budgetMs?: number | undefined;
+  /** For `expired`: how long it surely waited in the broker, in ms. */
+  waitedMs?: number | undefined;
+}
 
 const contextStart = diagnostics.channel(DiagnosticsChannel.ContextStart);
 const contextEnd = diagnostics.channel(DiagnosticsChannel.ContextEnd);
@@ -166,6 +196,7 @@ const propagate = diagnostics.channel(DiagnosticsChannel.Propagate);
 const callStart = diagnostics.channel(DiagnosticsChannel.CallStart);
 const callEnd = diagnostics.channel(DiagnosticsChannel.CallEnd);
 const callOutlived = diagnostics.channel(DiagnosticsChannel.CallOutlived);
+const messageDropped = diagnostics.channel(DiagnosticsChannel.MessageDropped);
 
 /** @internal */
 export function publishStart(context: DeadlineContext): void {
@@ -212,3 +243,6 @@ export function publishCallOutlived(message: CallOutlivedMessage): void {
   if (callOutlived.hasSubscribers) callOutlived.publish(message);
 }
 /** @internal */
+export function publishMessageDropped(message: MessageDroppedMessage): void {
+  if (messageDropped.hasSubscribers) messageDropped.publish(message);
+}

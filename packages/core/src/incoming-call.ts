@@ -17,9 +17,11 @@ import { findDeadlineError } from './guards.js';
 import type { ResolvedIncomingOptions } from './incoming-options.js';
 import type { OwnedContext, StopReason } from './scope.js';
 import { traceFrom } from './trace.js';
+import { REQUEST_DEADLINE_AT_HEADER } from './wire/header-names.js';
 import type { HeaderSource } from './wire/headers.js';
 import { readHeader } from './wire/headers.js';
 import type { BudgetParser } from './wire/parse-budget.js';
+import { waitedMs } from './wire/queue-time.js';
 
 /**
  * How close to the caller's deadline its leaving counts as that deadline, in ms. The server anchors the caller's
@@ -43,8 +45,14 @@ export interface IncomingCallInit<Call> {
   call: Call;
   /** The method, as its line names it (`/pkg.Service/Method`). */
   method: string;
-  /** The protocol, as its line names it (`grpc`, `connect`). */
+  /** The protocol, as its line names it (`grpc`, `connect`, `amqp`). */
   protocol: string;
+  /**
+   * What it is: a `call` (default), or a broker's `message`, which may have waited in a queue: the time it surely
+   * waited is read off `x-request-deadline-at` (with the options' `clockSkewMs`) and taken off its budget
+   * (wire/queue-time.ts). Its line says which.
+   */
+  kind?: 'call' | 'message' | undefined;
   /** The request's headers (metadata), for the budget headers and the trace. */
   headers: HeaderSource;
   /**
@@ -77,6 +85,8 @@ export class IncomingCall<Call> {
   readonly source: 'header' | 'default';
   /** What the caller asked for, when more than it may: `maxMs`, or `defaultMs` for a caller not trusted. */
   readonly requestedMs: number | undefined;
+  /** How long the message surely waited in a broker before it arrived, in ms (0 but for messages). */
+  readonly waitedMs: number;
   /** Why the handler must not run at all (no time left, or too little). */
   readonly refusal: DeadlineExceededError | undefined;
   readonly #init: IncomingCallInit<Call>;
@@ -93,7 +103,13 @@ export class IncomingCall<Call> {
     this.#options = options;
     const parsed = parser(init.headers);
     // Before the parser's own clamp (2^31−1 ms): the log line says what the caller really asked for.
-    const headerMs = parsed.requestedMs ?? parsed.budgetMs ?? Number.POSITIVE_INFINITY;
+    const sentMs = parsed.requestedMs ?? parsed.budgetMs ?? Number.POSITIVE_INFINITY;
+    const skewMs = init.kind === 'message' ? options.clockSkewMs : undefined;
+    this.waitedMs =
+      skewMs === undefined || sentMs === Number.POSITIVE_INFINITY
+        ? 0
+        : waitedMs(sentMs, readHeader(init.headers, REQUEST_DEADLINE_AT_HEADER), skewMs);
+    const headerMs = sentMs - this.waitedMs;
     // What the caller asked for, and the most of it the handler may use before the protocol acts on its own copy.
     const asked = Math.min(init.ownMs, headerMs);
     const usable = Math.min(init.ownMs - (init.leadMs ?? 0), headerMs);
@@ -265,12 +281,13 @@ export class IncomingCall<Call> {
       budgetMs: Math.round(this.budgetMs),
       budgetSource: this.source,
       ...(this.requestedMs === undefined ? {} : { requestedMs: this.requestedMs }),
+      ...(this.waitedMs === 0 ? {} : { waitedMs: Math.round(this.waitedMs) }),
       elapsedMs: Math.round(monotonicNow() - this.#startedAt),
       outcome,
       code,
       ...(typed instanceof DeadlineExceededError && typed.hop !== undefined ? { exceededBy: typed.hop } : {}),
     };
-    const message = `${this.#init.protocol} call`;
+    const message = `${this.#init.protocol} ${this.#init.kind ?? 'call'}`;
     try {
       if (outcome === 'ok' || outcome === 'cancelled') this.#options.logger?.info(line, message);
       else this.#options.logger?.warn(line, message);

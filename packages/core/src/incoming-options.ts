@@ -60,7 +60,17 @@ export interface IncomingCallOptions<Call> {
   cancelOnEnd?: boolean | undefined;
   /** Writes one line per call at its end: method, budget, elapsed, outcome, status code. Default: none. */
   logger?: CallLineLogger | undefined;
+  /**
+   * For messages that wait in a broker (RabbitMQ, NATS): how far apart the publisher's and this consumer's clocks may
+   * be, in ms. A message also carries its deadline on the publisher's wall clock (`x-request-deadline-at`); the time
+   * it surely waited — what the two forms differ by, less this allowance — is taken off its budget. `false`: the wall
+   * clock is not read, and a message's budget starts when it arrives. Default 10. Not used for RPC calls.
+   */
+  clockSkewMs?: number | false | undefined;
 }
+
+/** How far apart two hosts' clocks are taken to be, unless told (ms): what NTP or chrony keeps a fleet within. */
+const DEFAULT_CLOCK_SKEW_MS = 10;
 
 /** @internal */
 export interface ResolvedIncomingOptions<Call> {
@@ -72,6 +82,8 @@ export interface ResolvedIncomingOptions<Call> {
   trust: ((call: Call) => boolean) | undefined;
   cancelOnEnd: boolean;
   logger: CallLineLogger | undefined;
+  /** `clockSkewMs`; `undefined`: a message's wall-clock deadline is not read. */
+  clockSkewMs: number | undefined;
 }
 
 /** @internal */
@@ -102,5 +114,9 @@ export function resolveIncomingOptions<Call>(
     trust: checkFunction<(call: Call) => boolean>('trust', given.trust),
     cancelOnEnd: checkBoolean('cancelOnEnd', given.cancelOnEnd) ?? false,
     logger,
+    clockSkewMs:
+      given.clockSkewMs === false
+        ? undefined
+        : (checkNumber('clockSkewMs', given.clockSkewMs, { min: 0, max: 60_000 }) ?? DEFAULT_CLOCK_SKEW_MS),
   };
 }

@@ -41,6 +41,7 @@ export {
   type ContextStartMessage,
   DiagnosticsChannel,
   type ExceededMessage,
+  type MessageDroppedMessage,
   type PropagateMessage,
 } from './diagnostics.js';
 export {

@@ -17,6 +17,7 @@ export {
   publishCallStart,
   publishCancelled,
   publishExceeded,
+  publishMessageDropped,
   publishPropagate,
 } from './diagnostics.js';
 export { type DriverPatch, type PatchHooks, patchOnce, replaceMethods } from './driver-patch.js';
@@ -53,6 +54,7 @@ export {
 } from './opentelemetry/call-span.js';
 export { runInSpanOf, spanOfTrace, traceOfSpan } from './opentelemetry/span-trace.js';
 export { type OutgoingLimits, type ResolvedOutgoingLimits, resolveOutgoingLimits } from './outgoing-options.js';
+export { addTraceHeaders } from './prepare-call.js';
 export { type OutlivedReporter, Scope, type StopOwner } from './scope.js';
 export { outsideContext, storage } from './storage.js';
 export { NEW_TRACE } from './trace.js';
@@ -60,5 +62,5 @@ export { isUnpatched, unpatched } from './unpatched.js';
 export { untilStopped } from './until-stopped.js';
 export { checkBoolean, checkFunction, checkGuard, checkHop, checkName, checkNumber, checkObject } from './validate.js';
 export { WaitQueue } from './wait-queue.js';
-export { readHeader } from './wire/headers.js';
+export { readHeader, tableHeaders } from './wire/headers.js';
 export { ourBudgetAlone } from './wire/parse-budget.js';

@@ -75,12 +75,24 @@ export function prepareCallIn(
   const timeoutMs = timeoutIn(scope, target, options);
   if (scope === undefined) return { timeoutMs, headers: {} };
   const propagates = !scope.deadline.isNone;
-  const headers = propagates && budgetHeaders ? formatBudgetHeaders(timeoutMs as number, options?.dialects) : {};
-  const trace = scope.trace;
+  const headers = addTraceHeaders(
+    scope,
+    propagates && budgetHeaders ? formatBudgetHeaders(timeoutMs as number, options?.dialects) : {},
+  );
+  if (propagates) publishPropagate({ context: scope, target, timeoutMs: timeoutMs as number, headers });
+  return { timeoutMs, headers };
+}
+
+/**
+ * Adds `scope`'s trace to `headers` (`traceparent`, `tracestate`) and returns them — unless OpenTelemetry propagates
+ * the trace itself (its instrumentation writes the same headers). What a message that outlives its request carries.
+ * @internal
+ */
+export function addTraceHeaders(scope: Scope | undefined, headers: Record<string, string>): Record<string, string> {
+  const trace = scope?.trace;
   if (trace !== undefined && !openTelemetryPropagates()) {
     headers.traceparent = formatTraceparent(trace);
     if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate;
   }
-  if (propagates) publishPropagate({ context: scope, target, timeoutMs: timeoutMs as number, headers });
-  return { timeoutMs, headers };
+  return headers;
 }

@@ -38,3 +38,4 @@ export {
   type ParsedBudget,
   parseBudget,
 } from './wire/parse-budget.js';
+export { formatDeadlineAt, waitedMs } from './wire/queue-time.js';

@@ -81,7 +81,12 @@ describe('Deadline (fake clock)', () => {
 
   it('reads its budget back as set, whatever the instant it was anchored at', () => {
     // (x + 250) - x is not 250 for most large x: the budget must not carry that noise into answers and logs.
-    for (const arrived of [393.742_155_204_712_7, 8_091.278_420_230_275, 524_118.587_685_378_2, 30 * 86_400_000 + 0.333]) {
+    for (const arrived of [
+      393.742_155_204_712_7,
+      8_091.278_420_230_275,
+      524_118.587_685_378_2,
+      30 * 86_400_000 + 0.333,
+    ]) {
       expect(Deadline.at(arrived + 250, arrived).budgetMs).toBe(250);
       expect(Deadline._anchored(arrived, 0.5).budgetMs).toBe(0.5);
     }

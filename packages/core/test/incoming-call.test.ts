@@ -89,6 +89,54 @@ describe('the budget', () => {
   });
 });
 
+describe('a message that waited in a broker', () => {
+  const now = Date.now();
+  const sent = (budgetMs: number, deadlineAt: number | string) => ({
+    'x-request-deadline': String(budgetMs),
+    'x-request-deadline-at': String(deadlineAt),
+  });
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it('loses the time it surely waited: what its wall-clock deadline says, less the clocks’ allowance', () => {
+    vi.spyOn(Date, 'now').mockReturnValue(now);
+    const waited = start({ headers: sent(1_000, now + 700), kind: 'message' }, { clockSkewMs: 50 });
+    expect(waited).toMatchObject({ budgetMs: 750, waitedMs: 250, source: 'header' });
+    // The default allowance (10 ms); none with false; not read for an RPC call, nor alone: a budget is never made
+    // from a wall clock.
+    expect(start({ headers: sent(1_000, now + 700), kind: 'message' })).toMatchObject({ budgetMs: 710, waitedMs: 290 });
+    expect(start({ headers: sent(1_000, now + 700), kind: 'message' }, { clockSkewMs: false })).toMatchObject({
+      budgetMs: 1_000,
+      waitedMs: 0,
+    });
+    expect(start({ headers: sent(1_000, now + 700) })).toMatchObject({ budgetMs: 1_000, waitedMs: 0 });
+    expect(() => start({}, { clockSkewMs: -1 })).toThrow(/clockSkewMs/);
+    expect(start({ headers: { 'x-request-deadline-at': String(now + 700) }, kind: 'message' })).toMatchObject({
+      budgetMs: 15_000,
+      source: 'default',
+      waitedMs: 0,
+    });
+  });
+
+  it('a consumer’s clock behind the publisher’s costs nothing; a message that waited out its budget is refused', () => {
+    vi.spyOn(Date, 'now').mockReturnValue(now);
+    expect(start({ headers: sent(1_000, now + 5_000), kind: 'message' }, { clockSkewMs: 50 })).toMatchObject({
+      budgetMs: 1_000,
+      waitedMs: 0,
+    });
+    const spent = start({ headers: sent(1_000, now - 2_000), kind: 'message' }, { clockSkewMs: 50 });
+    expect(spent).toMatchObject({ budgetMs: 0, waitedMs: 1_000 });
+    expect(spent.refusal?.message).toMatch(/no time left/);
+    for (const hostile of ['', '-5', '1e12', 'x'.repeat(100), '99999999999999999']) {
+      expect(start({ headers: sent(1_000, hostile), kind: 'message' }, { clockSkewMs: 50 })).toMatchObject({
+        budgetMs: 1_000,
+        waitedMs: 0,
+      });
+    }
+  });
+});
+
 describe('a call with no time', () => {
   it('is refused, whatever minMs: a timeout of 0, a deadline already past, or spent by the lead', () => {
     for (const init of [

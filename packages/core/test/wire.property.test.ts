@@ -8,10 +8,12 @@ import { ourBudgetAlone } from '../src/internal.ts';
 import {
   createBudgetParser,
   formatBudgetHeaders,
+  formatDeadlineAt,
   formatGrpcTimeout,
   parseBudget,
   parseGrpcTimeout,
   parseRequestDeadline,
+  waitedMs,
 } from '../src/wire.ts';
 import { BAD_BUDGET_VALUES } from './fixtures/bad-budget-values.ts';
 
@@ -170,6 +172,36 @@ describe('wire codec properties', () => {
         );
       }),
       { numRuns: 20_000 },
+    );
+  });
+  it('a message’s wait: never negative, never more than its budget, nothing for a value without digits', () => {
+    const now = 1_800_000_000_000;
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 9_999_999_999 }),
+        fc.oneof(headerValue, fc.integer({ min: 0, max: 9_999_999_999_999 }).map(String)),
+        fc.integer({ min: 0, max: 60_000 }),
+        (budgetMs, deadlineAt, skewMs) => {
+          const waited = waitedMs(budgetMs, deadlineAt, skewMs, () => now);
+          const digitless = typeof deadlineAt === 'string' && !/\d/.test(deadlineAt);
+          return waited >= 0 && waited <= budgetMs && (!digitless || waited === 0);
+        },
+      ),
+      { numRuns: RUNS },
+    );
+  });
+
+  it('a message’s wait read back exactly as formatted, less the allowance', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 100_000 }), fc.integer({ min: 0, max: 100_000 }), (budgetMs, waited) => {
+        const publishedAt = 1_800_000_000_000;
+        const deadlineAt = formatDeadlineAt(budgetMs, () => publishedAt);
+        return (
+          waitedMs(budgetMs, deadlineAt, 10, () => publishedAt + waited) ===
+          Math.min(Math.max(waited - 10, 0), budgetMs)
+        );
+      }),
+      { numRuns: RUNS },
     );
   });
 });

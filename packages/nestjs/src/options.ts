@@ -56,6 +56,12 @@ export interface DeadlineModuleOptions extends DeadlineServerOptions<NestRequest
    * `ExecutionContext`. Any other message may only shorten it. Default: none may (as for HTTP callers).
    */
   trustMessage?: ((context: ExecutionContext) => boolean) | undefined;
+  /**
+   * For NATS and RabbitMQ messages: how far apart their publishers' clocks and this one's may be, in ms. The time a
+   * message surely waited in the broker (read off its `x-request-deadline-at`, less this allowance) is taken off its
+   * budget; `false`: not read. Default 10.
+   */
+  clockSkewMs?: number | false | undefined;
 }
 
 /** What the module's providers share: the options checked, the platform's options and the reading of a budget. */
@@ -93,6 +99,7 @@ export function setUp(options: DeadlineModuleOptions | undefined): ModuleSetup {
     trust: checkFunction('trustMessage', options?.trustMessage) as DeadlineModuleOptions['trustMessage'],
     cancelOnEnd: resolved.cancelOnEnd,
     logger: resolved.logLevel === false ? undefined : logger,
+    clockSkewMs: options?.clockSkewMs,
   });
   return {
     resolved,

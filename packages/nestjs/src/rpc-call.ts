@@ -12,7 +12,7 @@
  */
 import type { EventEmitter } from 'node:events';
 import { CancelledError, DeadlineExceededError, ErrorCode, findDeadlineError } from '@deadline/core';
-import { findErrorWithCode, IncomingCall, type ResolvedIncomingOptions } from '@deadline/core/internal';
+import { findErrorWithCode, IncomingCall, type ResolvedIncomingOptions, tableHeaders } from '@deadline/core/internal';
 import { type BudgetParser, DEADLINE_EXCEEDED_BY_HEADER as EXCEEDED_BY, type HeaderSource } from '@deadline/core/wire';
 import type { ExecutionContext } from '@nestjs/common';
 
@@ -48,6 +48,8 @@ interface Carrier {
   method: string;
   headers: HeaderSource;
   ownMs: number;
+  /** A broker's message (NATS, RabbitMQ): the time it waited in the queue is taken off its budget. */
+  kind?: 'message';
   leadMs?: number;
   grpcCall?: GrpcCall;
 }
@@ -89,16 +91,18 @@ function carrierOf(context: ExecutionContext): Carrier {
   const unbounded = Number.POSITIVE_INFINITY;
   if (typeof transport?.getHeaders === 'function') {
     const headers = (transport.getHeaders as () => NatsHeaders | undefined)();
-    return { protocol: 'nats', method, headers: headers === undefined ? NO_HEADERS : byGet(headers), ownMs: unbounded };
+    const source = headers === undefined ? NO_HEADERS : byGet(headers);
+    return { protocol: 'nats', kind: 'message', method, headers: source, ownMs: unbounded };
   }
   if (typeof transport?.getMessage === 'function') {
     // RabbitMQ: an amqplib message; its AMQP headers are a table of any values.
     const message = (transport.getMessage as () => { properties?: { headers?: Record<string, unknown> } })();
-    return { protocol: 'amqp', method, headers: byKey(message?.properties?.headers), ownMs: unbounded };
+    const headers = tableHeaders(message?.properties?.headers);
+    return { protocol: 'amqp', kind: 'message', method, headers, ownMs: unbounded };
   }
   if (typeof transport?.getMetadata === 'function') {
     const protocol = typeof transport.getChannel === 'function' ? 'redis' : 'tcp';
-    return { protocol, method, headers: byKey((transport.getMetadata as () => unknown)()), ownMs: unbounded };
+    return { protocol, method, headers: tableHeaders((transport.getMetadata as () => unknown)()), ownMs: unbounded };
   }
   return { protocol: 'rpc', method, headers: NO_HEADERS, ownMs: unbounded };
 }
@@ -123,20 +127,6 @@ function byGet(headers: NatsHeaders): HeaderSource {
       const exact = stringOrNone(headers.get(name));
       if (exact !== undefined) return exact;
       for (const key of headers.keys?.() ?? []) if (key.toLowerCase() === name) return stringOrNone(headers.get(key));
-      return undefined;
-    },
-  };
-}
-
-/** A plain object's values by name, any case (AMQP tables and packet metadata keep the sender's case). */
-function byKey(table: unknown): HeaderSource {
-  if (typeof table !== 'object' || table === null) return NO_HEADERS;
-  const entries = table as Record<string, unknown>;
-  return {
-    get(name) {
-      const exact = entries[name];
-      if (exact !== undefined) return stringOrNone(exact);
-      for (const key of Object.keys(entries)) if (key.toLowerCase() === name) return stringOrNone(entries[key]);
       return undefined;
     },
   };

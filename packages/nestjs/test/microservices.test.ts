@@ -260,6 +260,18 @@ describe.runIf(available)('nestjs microservices: the budget travels in the messa
             );
           try {
             expect(((await sending('250')) as Seen).budgetMs).toBe(250);
+            // As if it had waited ~400 ms in the broker: its wall-clock deadline says so (less the 10 ms allowance).
+            const waited = (await firstValueFrom(
+              plain.send<Seen>(
+                `${RUN}.seen`,
+                withHeaders(broker, {
+                  'X-Request-Deadline': '1000',
+                  'X-Request-Deadline-At': String(Date.now() + 600),
+                }),
+              ),
+            )) as Seen;
+            expect(waited.budgetMs).toBeGreaterThan(550);
+            expect(waited.budgetMs).toBeLessThanOrEqual(620);
             // More than defaultMs from a caller not trusted (no trustMessage): the default.
             expect(((await sending('99999')) as Seen).budgetMs).toBe(10_000);
             // 0 is no budget (several systems read it as "no timeout"): ignored, as HTTP's.

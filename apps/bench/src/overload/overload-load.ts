@@ -25,6 +25,19 @@ export interface RequestRecord {
   outcome: Outcome;
 }
 
+/** The record of a request just sent, at `sentAt`, whose client gives up `budgetMs` later. */
+export function pendingRecord(rid: number, scheduledAt: number, sentAt: number, budgetMs: number): RequestRecord {
+  return {
+    rid,
+    scheduledAt,
+    sentAt,
+    giveUpAt: sentAt + budgetMs,
+    doneAt: undefined,
+    status: undefined,
+    outcome: 'pending',
+  };
+}
+
 /** Until when the client cared: its answer if one came, else its give-up. */
 export const interestEnd = (r: RequestRecord) => r.doneAt ?? r.giveUpAt;
 
@@ -56,17 +69,8 @@ export class BudgetedClient {
 
   /** Sends one request; resolves when it settled (never rejects). */
   async send(scheduledAt = performance.now()): Promise<RequestRecord> {
-    const rid = this.#nextRid();
-    const sentAt = performance.now();
-    const record: RequestRecord = {
-      rid,
-      scheduledAt,
-      sentAt,
-      giveUpAt: sentAt + this.budgetMs,
-      doneAt: undefined,
-      status: undefined,
-      outcome: 'pending',
-    };
+    const record = pendingRecord(this.#nextRid(), scheduledAt, performance.now(), this.budgetMs);
+    const { rid } = record;
     this.records.push(record);
     this.#pending++;
     const abort = new AbortController();
@@ -136,8 +140,13 @@ export async function paced(
   return { start, end: start + count * interval, count };
 }
 
+/** What sends one request and resolves when it settled: an HTTP client here, a broker's (broker/broker-client.ts). */
+export interface RequestSender {
+  send(): Promise<RequestRecord>;
+}
+
 /** A closed loop of `concurrency` clients for `seconds`; resolves when all have settled. */
-export async function closedLoop(client: BudgetedClient, concurrency: number, seconds: number): Promise<PacedRun> {
+export async function closedLoop(client: RequestSender, concurrency: number, seconds: number): Promise<PacedRun> {
   const start = performance.now();
   const end = start + seconds * 1000;
   let count = 0;

@@ -13,7 +13,9 @@
  */
 export const REQUEST_DEADLINE_HEADER = 'x-request-deadline';
 /**
- * Ours, absolute form (epoch ms). Read only with the parser's `absolute` option; never written.
+ * Ours, absolute form (epoch ms). Read as a budget only with the parser's `absolute` option; written only on
+ * messages, beside `X-Request-Deadline`, for their consumer to learn how long they waited in the broker
+ * (`waitedMs()`).
  *
  * @example
  * ```ts

@@ -2,13 +2,16 @@
  * Where each Nest transport carries a message's budget and trace — the same headers as HTTP's (`x-request-deadline`,
  * `traceparent`), so that any consumer, Nest or not, reads them:
  *
- * - NATS: the message's headers (a `NatsRecord`; the app's own record keeps its data and headers).
+ * - NATS: the message's headers (a `NatsRecord`; the app's own record keeps its data and headers). A request also
+ *   carries its deadline on the publisher's wall clock (`x-request-deadline-at`), here and on RabbitMQ, for the
+ *   consumer to take the time it waited in the queue off its budget.
  * - RabbitMQ: the message's AMQP headers (an `RmqRecord`), and for a request also its per-message `expiration`, so that
  *   the broker drops a request nobody waits for any more instead of handing it to a consumer.
  * - Redis and TCP (NestJS 12): the packet's metadata, set by the client's dispatch hook; NestJS 11's packets have
  *   none, so nothing is carried there.
  * - Others (MQTT, Kafka): nothing is carried; the caller's wait is still bounded.
  */
+import { formatDeadlineAt, REQUEST_DEADLINE_AT_HEADER } from '@deadline/core/wire';
 import { ClientNats, ClientRMQ, NatsRecord, RmqRecord } from '@nestjs/microservices';
 import { newNatsHeaders } from './nats-headers.js';
 
@@ -36,10 +39,20 @@ interface DispatchHooks {
 
 /** `data` as the client's transport sends it with `carried`. */
 export function carry(client: object, data: unknown, carried: Carried): unknown {
-  if (client instanceof ClientNats) return natsRecord(data, carried);
-  if (client instanceof ClientRMQ) return rmqRecord(data, carried);
+  if (client instanceof ClientNats) return natsRecord(data, withDeadlineAt(carried));
+  if (client instanceof ClientRMQ) return rmqRecord(data, withDeadlineAt(carried));
   if (carriesMetadata(client)) return new WithMetadata(data, carried.headers);
   return data;
+}
+
+/**
+ * A broker's request also carries its deadline on this host's wall clock, for its consumer to learn how long it waited
+ * in the queue (`@deadline/core/wire`'s `waitedMs()`).
+ */
+function withDeadlineAt(carried: Carried): Carried {
+  const { timeoutMs } = carried;
+  if (timeoutMs === undefined) return carried;
+  return { ...carried, headers: { ...carried.headers, [REQUEST_DEADLINE_AT_HEADER]: formatDeadlineAt(timeoutMs) } };
 }
 
 function natsRecord(data: unknown, { headers }: Carried): NatsRecord {

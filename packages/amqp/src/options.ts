@@ -1,0 +1,76 @@
+/**
+ * The options of a channel bounded by {@link withDeadline}, checked once when it is bounded: every error names the
+ * option and the value received. Consuming takes the RPC servers' options (a message is a call its publisher
+ * makes); publishing, the outgoing limits every client adapter takes, under `publish`.
+ */
+
+import { InvalidArgumentError } from '@deadline/core';
+import {
+  checkObject,
+  type IncomingCallOptions,
+  MAX_TIMER_DELAY_MS,
+  type OutgoingLimits,
+  type ResolvedIncomingOptions,
+  type ResolvedOutgoingLimits,
+  resolveIncomingOptions,
+  resolveOutgoingLimits,
+} from '@deadline/core/internal';
+import { type BudgetParser, createBudgetParser } from '@deadline/core/wire';
+import type { AmqpMessage } from './amqp-types.js';
+
+/**
+ * Options of {@link withDeadline}: the consumer's (the RPC servers' — `serviceName`, `defaultMs`, `maxMs`, `minMs`,
+ * `headers`, `trust`, `cancelOnEnd`, `logger`, `clockSkewMs` — and `expired`) and the publisher's (`publish`).
+ *
+ * @example
+ * ```ts
+ * const options: AmqpDeadlineOptions = {
+ *   serviceName: 'inventory',
+ *   defaultMs: 5_000,
+ *   clockSkewMs: 25,
+ *   expired: 'dead-letter',
+ *   publish: { marginMs: 20 },
+ * };
+ * ```
+ */
+export interface AmqpDeadlineOptions extends IncomingCallOptions<AmqpMessage> {
+  /**
+   * What happens to a message whose budget is gone when it arrives (its handler is not run): `'drop'` acknowledges
+   * it, `'dead-letter'` rejects it without requeueing (the queue's dead-letter exchange gets it, if it has one).
+   * Default `'drop'`.
+   */
+  expired?: 'drop' | 'dead-letter' | undefined;
+  /**
+   * Bounds of the messages this channel publishes: `marginMs` kept back from the remaining time, `minMs` below which
+   * a request is not published, `defaultMs` for a request published outside any deadline, a `circuitBreaker`.
+   */
+  publish?: OutgoingLimits | undefined;
+}
+
+/** @internal */
+export interface ResolvedAmqpOptions {
+  /** A message that asks for an answer (it has a `replyTo`), or that carries a budget. */
+  requests: ResolvedIncomingOptions<AmqpMessage>;
+  /** A message nobody waits for (no `replyTo`, no budget): an event, run without a deadline, as a job is. */
+  events: ResolvedIncomingOptions<AmqpMessage>;
+  parser: BudgetParser;
+  expired: 'drop' | 'dead-letter';
+  publish: ResolvedOutgoingLimits;
+}
+
+/** @internal */
+export function resolveAmqpOptions(options: AmqpDeadlineOptions | undefined): ResolvedAmqpOptions {
+  const given = (checkObject('options', options) ?? {}) as AmqpDeadlineOptions;
+  const requests = resolveIncomingOptions<AmqpMessage>(given);
+  const expired = given.expired ?? 'drop';
+  if (expired !== 'drop' && expired !== 'dead-letter') {
+    throw new InvalidArgumentError('expired', "'drop' or 'dead-letter'", expired);
+  }
+  return {
+    requests,
+    events: { ...requests, defaultMs: MAX_TIMER_DELAY_MS, maxMs: MAX_TIMER_DELAY_MS },
+    parser: createBudgetParser({ dialects: requests.dialects }),
+    expired,
+    publish: resolveOutgoingLimits(checkObject('publish', given.publish) as OutgoingLimits | undefined),
+  };
+}

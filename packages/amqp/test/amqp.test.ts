@@ -1,0 +1,431 @@
+/**
+ * `@deadline/amqp` on the real RabbitMQ: what a request, an answer and an event carry; the broker dropping a request
+ * nobody waits for; a consumer's handler inside what is left of the publisher's budget (the time the message waited in
+ * the queue taken off), its database work cancelled at that deadline; a message that arrives with no time left not
+ * handled, but counted, logged and acknowledged or dead-lettered; RPC over direct reply-to within the caller's budget,
+ * late replies and late answers dropped and counted.
+ */
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  currentContext,
+  DeadlineExceededError,
+  remainingMs,
+  runWithContext,
+  runWithDeadline,
+  traceFrom,
+  withoutCancel,
+} from '@deadline/core';
+import { withDeadline as withPgDeadline } from '@deadline/pg';
+import amqp, { type Channel, type ChannelModel, type ConsumeMessage } from 'amqplib';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { POSTGRES, RABBITMQ, requireService } from '../../../test/support/services.ts';
+import { marker, ServerActivity } from '../../pg/test/support/activity.ts';
+import { request, withDeadline, withoutDeadline } from '../src/index.ts';
+import { deferred, droppedMessages, Lines, queueName } from './support.ts';
+
+const TRACE = traceFrom('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
+const available = (await requireService(RABBITMQ)) && (await requireService(POSTGRES));
+
+/** Runs `fn` as a request of `budgetMs` at hop `gateway`, with the test's trace. */
+function inRequest<T>(budgetMs: number, fn: () => T): T {
+  return runWithContext({ deadline: budgetMs, hop: 'gateway', trace: TRACE }, fn);
+}
+
+describe.runIf(available)('@deadline/amqp on RabbitMQ', () => {
+  let connection: ChannelModel;
+  /** The app's channel, bounded per test. */
+  let channel: Channel;
+  /** A plain channel: what a consumer or publisher that does not use the library sees and sends. */
+  let plain: Channel;
+  const lines = new Lines();
+
+  beforeAll(async () => {
+    connection = await amqp.connect(RABBITMQ.url);
+    channel = withDeadline(await connection.createChannel(), { serviceName: 'stock', logger: lines.logger });
+    plain = await connection.createChannel();
+  });
+  afterAll(async () => {
+    await connection?.close();
+  });
+
+  async function queue(name: string, options: amqp.Options.AssertQueue = {}): Promise<string> {
+    const q = queueName(name);
+    await plain.assertQueue(q, { durable: false, autoDelete: false, ...options });
+    return q;
+  }
+
+  /** The next message on `q`, taken with a plain channel. */
+  async function nextOn(q: string): Promise<ConsumeMessage> {
+    const got = deferred<ConsumeMessage>();
+    const { consumerTag } = await plain.consume(q, (m) => m && got.resolve(m), { noAck: true });
+    const message = await got.promise;
+    await plain.cancel(consumerTag);
+    return message;
+  }
+
+  describe('publishing', () => {
+    it('a request carries the remaining budget, its wall-clock deadline and the trace, and expires with them', async () => {
+      const q = await queue('request-carries');
+      const before = Date.now();
+      inRequest(800, () => channel.sendToQueue(q, Buffer.from('x'), { replyTo: 'somewhere', headers: { app: 'own' } }));
+      const { properties } = await nextOn(q);
+      const headers = properties.headers as Record<string, unknown>;
+      const budget = Number(headers['x-request-deadline']);
+      expect(budget).toBeGreaterThan(500);
+      expect(budget).toBeLessThanOrEqual(800);
+      expect(Number(headers['x-request-deadline-at'])).toBeGreaterThanOrEqual(before + budget - 5);
+      expect(Number(headers['x-request-deadline-at'])).toBeLessThanOrEqual(Date.now() + budget);
+      expect(String(headers.traceparent)).toContain(TRACE.traceId);
+      expect(headers.app).toBe('own');
+      expect(Number(properties.expiration)).toBe(budget);
+    });
+
+    it('an app’s shorter expiration stands; marginMs is kept back', async () => {
+      const q = await queue('own-expiration');
+      withDeadline(channel, { serviceName: 'stock', logger: lines.logger, publish: { marginMs: 100 } });
+      try {
+        inRequest(800, () => channel.sendToQueue(q, Buffer.from('x'), { replyTo: 'r', expiration: '150' }));
+        const first = await nextOn(q);
+        expect(first.properties.expiration).toBe('150');
+        expect(Number(first.properties.headers?.['x-request-deadline'])).toBeLessThanOrEqual(700);
+      } finally {
+        withDeadline(channel, { serviceName: 'stock', logger: lines.logger });
+      }
+    });
+
+    it('an event carries the trace, never the deadline; outside a context nothing is added', async () => {
+      const q = await queue('event');
+      inRequest(800, () => channel.publish('', q, Buffer.from('event')));
+      const event = await nextOn(q);
+      expect(event.properties.headers?.traceparent).toContain(TRACE.traceId);
+      expect(event.properties.headers?.['x-request-deadline']).toBeUndefined();
+      expect(event.properties.expiration).toBeUndefined();
+      // A context made to outlive the request (withoutCancel) publishes its requests with the trace only.
+      inRequest(800, () => withoutCancel(() => channel.sendToQueue(q, Buffer.from('job'), { replyTo: 'r' })));
+      const job = await nextOn(q);
+      expect(job.properties.headers?.traceparent).toContain(TRACE.traceId);
+      expect(job.properties.headers?.['x-request-deadline']).toBeUndefined();
+      channel.sendToQueue(q, Buffer.from('outside'), { replyTo: 'r' });
+      const outside = await nextOn(q);
+      expect(outside.properties.headers ?? {}).toEqual({});
+      expect(outside.properties.expiration).toBeUndefined();
+    });
+
+    it('too little time left: the request is not published, a DeadlineExceededError at once', async () => {
+      const q = await queue('refused');
+      withDeadline(channel, { serviceName: 'stock', logger: lines.logger, publish: { minMs: 500 } });
+      try {
+        const refusal = (() => {
+          try {
+            inRequest(300, () => channel.sendToQueue(q, Buffer.from('refused'), { replyTo: 'r' }));
+          } catch (error) {
+            return error;
+          }
+          return undefined;
+        })();
+        expect(refusal).toBeInstanceOf(DeadlineExceededError);
+        expect((refusal as DeadlineExceededError).phase).toBe('before-call');
+        // The next message on the queue is the one sent after: nothing reached the broker before it.
+        channel.sendToQueue(q, Buffer.from('after'));
+        expect((await nextOn(q)).content.toString()).toBe('after');
+      } finally {
+        withDeadline(channel, { serviceName: 'stock', logger: lines.logger });
+      }
+    });
+
+    it('the broker drops a request nobody waited for in time: no consumer ever gets it', async () => {
+      const q = await queue('broker-drops');
+      inRequest(150, () => channel.sendToQueue(q, Buffer.from('stale'), { replyTo: 'r' }));
+      channel.sendToQueue(q, Buffer.from('fresh'));
+      // Both reached the queue (the broker handles a channel's frames in order), the stale one at its head.
+      await channel.checkQueue(q);
+      await expect.poll(async () => (await plain.checkQueue(q)).messageCount, { timeout: 10_000 }).toBe(1);
+      expect((await nextOn(q)).content.toString()).toBe('fresh');
+    });
+  });
+
+  describe('consuming', () => {
+    it('the handler runs inside the budget the message carries, less the time it waited in the queue', async () => {
+      const q = await queue('waited');
+      const sentAt = Date.now();
+      inRequest(3_000, () => channel.sendToQueue(q, Buffer.from('x'), { replyTo: 'r' }));
+      // The message waits in the queue until a consumer comes.
+      await sleep(600);
+      const seen = deferred<{ remaining: number; trace: string | undefined; hop: string | undefined; at: number }>();
+      const { consumerTag } = await channel.consume(q, (message) => {
+        seen.resolve({
+          remaining: remainingMs(),
+          trace: currentContext()?.trace?.traceId,
+          hop: currentContext()?.hop,
+          at: Date.now(),
+        });
+        channel.ack(message as ConsumeMessage);
+      });
+      const { remaining, trace, hop, at } = await seen.promise;
+      await channel.cancel(consumerTag);
+      const waited = at - sentAt;
+      expect(waited).toBeGreaterThanOrEqual(590);
+      // 3,000 less what it waited (less the 10 ms the clocks may disagree by, given back).
+      expect(remaining).toBeLessThanOrEqual(3_000 - waited + 20);
+      expect(remaining).toBeGreaterThan(3_000 - waited - 500);
+      expect(trace).toBe(TRACE.traceId);
+      expect(hop).toBe('stock');
+      await expect.poll(() => lines.of(q).length).toBe(1);
+      expect(lines.of(q)[0]).toMatchObject({ level: 'info', msg: 'amqp message', outcome: 'ok', code: 'ok' });
+      expect(lines.of(q)[0]?.waitedMs).toBeGreaterThanOrEqual(500);
+    });
+
+    it('a message whose budget is gone is not handled: acknowledged, counted and logged once', async () => {
+      const q = await queue('expired');
+      const dropped = droppedMessages();
+      let handled = 0;
+      const { consumerTag } = await channel.consume(q, (message) => {
+        handled++;
+        channel.ack(message as ConsumeMessage);
+      });
+      try {
+        // As a publisher's would be after 1 s in a queue: the wall-clock deadline 700 ms ago.
+        plain.sendToQueue(q, Buffer.from('gone'), {
+          replyTo: 'r',
+          headers: { 'x-request-deadline': '300', 'x-request-deadline-at': String(Date.now() - 700) },
+        });
+        // Below the consumer's minMs (10): not handled either.
+        plain.sendToQueue(q, Buffer.from('too little'), { replyTo: 'r', headers: { 'x-request-deadline': '5' } });
+        plain.sendToQueue(q, Buffer.from('fine'), { replyTo: 'r', headers: { 'x-request-deadline': '5000' } });
+        await expect.poll(() => handled).toBe(1);
+        await expect.poll(() => dropped.events.length).toBe(2);
+        expect(dropped.events[0]).toMatchObject({ protocol: 'amqp', target: q, reason: 'expired', hop: 'stock' });
+        expect(dropped.events[0]?.waitedMs).toBeGreaterThanOrEqual(300);
+        expect(dropped.events[1]).toMatchObject({ reason: 'expired', budgetMs: 5 });
+        const expired = lines.of(q).filter((line) => line.code === 'expired');
+        expect(expired).toHaveLength(2);
+        expect(expired[0]).toMatchObject({ level: 'warn', outcome: 'deadline_exceeded', exceededBy: 'stock' });
+        // Acknowledged: nothing is left, nothing comes back.
+        await expect.poll(async () => (await plain.checkQueue(q)).messageCount).toBe(0);
+      } finally {
+        dropped.stop();
+        await channel.cancel(consumerTag);
+      }
+      const recovered = await plain.get(q);
+      expect(recovered).toBe(false);
+    });
+
+    it("expired: 'dead-letter' rejects it to the queue's dead-letter exchange instead", async () => {
+      const dead = await queue('dead-letters');
+      const q = await queue('dead-lettered', { deadLetterExchange: '', deadLetterRoutingKey: dead });
+      const bounded = withDeadline(await connection.createChannel(), { serviceName: 'stock', expired: 'dead-letter' });
+      let handled = 0;
+      await bounded.consume(q, () => {
+        handled++;
+      });
+      plain.sendToQueue(q, Buffer.from('gone'), {
+        replyTo: 'r',
+        headers: { 'x-request-deadline': '300', 'x-request-deadline-at': String(Date.now() - 700) },
+      });
+      const letter = await nextOn(dead);
+      expect(letter.content.toString()).toBe('gone');
+      expect(handled).toBe(0);
+      await bounded.close();
+    });
+
+    it('clockSkewMs: false reads no wall clock: the budget starts when the message arrives', async () => {
+      const q = await queue('no-wall-clock');
+      const bounded = withDeadline(await connection.createChannel(), { serviceName: 'stock', clockSkewMs: false });
+      const seen = deferred<number>();
+      await bounded.consume(q, () => seen.resolve(remainingMs()), { noAck: true });
+      plain.sendToQueue(q, Buffer.from('x'), {
+        replyTo: 'r',
+        headers: { 'x-request-deadline': '2000', 'x-request-deadline-at': String(Date.now() - 700) },
+      });
+      expect(await seen.promise).toBeGreaterThan(1_500);
+      await bounded.close();
+    });
+
+    it('an event (no reply-to, no budget) runs without a deadline, keeping its trace', async () => {
+      const q = await queue('event-consumed');
+      const seen = deferred<{ remaining: number; trace: string | undefined }>();
+      const { consumerTag } = await channel.consume(
+        q,
+        () => seen.resolve({ remaining: remainingMs(), trace: currentContext()?.trace?.traceId }),
+        { noAck: true },
+      );
+      inRequest(500, () => channel.publish('', q, Buffer.from('event')));
+      const { remaining, trace } = await seen.promise;
+      await channel.cancel(consumerTag);
+      expect(remaining).toBeGreaterThan(24 * 3_600_000);
+      expect(trace).toBe(TRACE.traceId);
+    });
+
+    it('the handler’s database work is cancelled at the deadline, and its late answer is not sent', async () => {
+      const q = await queue('cut');
+      const activity = await ServerActivity.open();
+      const db = withPgDeadline(new pg.Pool({ connectionString: POSTGRES.url, max: 2 }), { name: 'stock-db' });
+      const dropped = droppedMessages();
+      const statement = marker();
+      const failed = deferred<unknown>();
+      const { consumerTag } = await channel.consume(q, async (message) => {
+        const m = message as ConsumeMessage;
+        try {
+          await db.query(`SELECT pg_sleep(5) /* ${statement} */`);
+        } catch (error) {
+          failed.resolve(error);
+          // Too late to answer: not sent, counted.
+          channel.sendToQueue(m.properties.replyTo as string, Buffer.from('late'), {
+            correlationId: m.properties.correlationId,
+          });
+        }
+        channel.ack(m);
+      });
+      try {
+        const started = Date.now();
+        const answer = inRequest(400, () => request(channel, q, Buffer.from('reserve'))).catch(
+          (error: unknown) => error,
+        );
+        const caught = await answer;
+        const answeredAt = Date.now();
+        expect(caught).toBeInstanceOf(DeadlineExceededError);
+        // The caller's own deadline, or the consumer's answer naming it, whichever came first: the same instant.
+        expect(['local', 'downstream:stock']).toContain((caught as DeadlineExceededError).whose);
+        expect(answeredAt - started).toBeGreaterThanOrEqual(380);
+        expect(answeredAt - started).toBeLessThan(2_500);
+        const goneAt = await activity.goneAt(statement);
+        expect(goneAt - started).toBeLessThan(2_500);
+        expect(await failed.promise).toBeInstanceOf(DeadlineExceededError);
+        await expect.poll(() => dropped.events.map((e) => e.reason)).toContain('late-answer');
+        await expect.poll(() => lines.of(q).length).toBe(1);
+        expect(lines.of(q)[0]).toMatchObject({ level: 'warn', outcome: 'deadline_exceeded', exceededBy: 'stock' });
+      } finally {
+        dropped.stop();
+        await channel.cancel(consumerTag);
+        await db.end();
+        await activity.end();
+      }
+    });
+  });
+
+  describe('request/reply', () => {
+    it('answers within the caller’s budget: the server’s handler sees what is left of it', async () => {
+      const q = await queue('rpc');
+      const { consumerTag } = await channel.consume(q, (message) => {
+        const m = message as ConsumeMessage;
+        const left = Math.round(remainingMs());
+        channel.sendToQueue(m.properties.replyTo as string, Buffer.from(String(left)), {
+          correlationId: m.properties.correlationId,
+        });
+        channel.ack(m);
+      });
+      try {
+        const reply = await inRequest(2_000, () => request(channel, q, Buffer.from('how long?')));
+        const left = Number(reply.content.toString());
+        expect(left).toBeGreaterThan(1_000);
+        expect(left).toBeLessThanOrEqual(2_000);
+        expect(reply.properties.headers?.traceparent).toContain(TRACE.traceId);
+        // Outside any context: no bound, as amqplib's own.
+        const outside = await request(channel, q, Buffer.from('and now?'));
+        expect(Number(outside.content.toString())).toBeGreaterThan(10_000);
+      } finally {
+        await channel.cancel(consumerTag);
+      }
+    });
+
+    it('a reply after the caller gave up is dropped and counted; a server’s deadline answer names its hop', async () => {
+      const q = await queue('rpc-late');
+      const dropped = droppedMessages();
+      // A server that knows nothing of deadlines, and answers after 600 ms.
+      const { consumerTag } = await plain.consume(
+        q,
+        (message) => {
+          const m = message as ConsumeMessage;
+          const reply = () =>
+            plain.sendToQueue(m.properties.replyTo as string, Buffer.from('late'), {
+              correlationId: m.properties.correlationId,
+              ...(m.content.toString() === 'exceeded' ? { headers: { 'x-deadline-exceeded-by': 'pricing' } } : {}),
+            });
+          if (m.content.toString() === 'exceeded') reply();
+          else setTimeout(reply, 600);
+        },
+        { noAck: true },
+      );
+      try {
+        const caught = await inRequest(200, () => request(channel, q, Buffer.from('slow'))).catch((e: unknown) => e);
+        expect(caught).toBeInstanceOf(DeadlineExceededError);
+        await expect
+          .poll(() => dropped.events, { timeout: 5_000 })
+          .toEqual([expect.objectContaining({ protocol: 'amqp', target: q, reason: 'late-reply' })]);
+        const exceeded = await inRequest(2_000, () => request(channel, q, Buffer.from('exceeded'))).catch(
+          (e: unknown) => e,
+        );
+        expect(exceeded).toBeInstanceOf(DeadlineExceededError);
+        expect((exceeded as DeadlineExceededError).whose).toBe('downstream:pricing');
+      } finally {
+        dropped.stop();
+        await plain.cancel(consumerTag);
+      }
+    });
+
+    it('a consumer whose own deadline fires first answers so, naming its hop: the caller stops waiting then', async () => {
+      const q = await queue('rpc-shorter');
+      // An untrusted publisher may only shorten the consumer's default: 300 ms here, whatever it asks.
+      const consumer = withDeadline(await connection.createChannel(), { serviceName: 'pricing', defaultMs: 300 });
+      await consumer.consume(q, async (message) => {
+        await new Promise((resolve) => setTimeout(resolve, 2_000));
+        consumer.ack(message as ConsumeMessage);
+      });
+      const started = Date.now();
+      const caught = await inRequest(5_000, () => request(channel, q, Buffer.from('x'))).catch((e: unknown) => e);
+      const elapsed = Date.now() - started;
+      expect(caught).toBeInstanceOf(DeadlineExceededError);
+      expect((caught as DeadlineExceededError).whose).toBe('downstream:pricing');
+      expect(elapsed).toBeGreaterThanOrEqual(290);
+      expect(elapsed).toBeLessThan(2_000);
+      await consumer.close();
+    });
+
+    it('with too little time the request is not sent', async () => {
+      const q = await queue('rpc-refused');
+      const caught = await runWithDeadline(0.5, () => request(channel, q, Buffer.from('x'))).catch((e: unknown) => e);
+      expect(caught).toBeInstanceOf(DeadlineExceededError);
+      expect((caught as DeadlineExceededError).phase).toBe('before-call');
+      expect((await plain.checkQueue(q)).messageCount).toBe(0);
+    });
+  });
+
+  it('withoutDeadline() puts the channel back as it was', async () => {
+    const bounded = withDeadline(await connection.createChannel());
+    const q = await queue('undone');
+    withoutDeadline(bounded);
+    inRequest(800, () => bounded.sendToQueue(q, Buffer.from('x'), { replyTo: 'r' }));
+    const message = await nextOn(q);
+    expect(message.properties.headers ?? {}).toEqual({});
+    expect(Object.hasOwn(bounded, 'publish')).toBe(false);
+    await bounded.close();
+  });
+
+  it('rejects what is not a channel, and bad options, naming them', () => {
+    expect(() => withDeadline({} as never)).toThrow(/channel/);
+    expect(() => withDeadline(plain, { expired: 'requeue' as never })).toThrow(/expired/);
+    expect(() => withDeadline(plain, { clockSkewMs: -1 })).toThrow(/clockSkewMs/);
+    expect(() => withDeadline(plain, { publish: { marginMs: Number.NaN } })).toThrow(/marginMs/);
+    expect(Object.hasOwn(plain, 'publish')).toBe(false);
+  });
+
+  it('names its correlation ids itself unless the app gives one', async () => {
+    const q = await queue('correlation');
+    const { consumerTag } = await plain.consume(
+      q,
+      (message) => {
+        const m = message as ConsumeMessage;
+        plain.sendToQueue(m.properties.replyTo as string, Buffer.from(m.properties.correlationId ?? ''), {
+          correlationId: m.properties.correlationId,
+        });
+      },
+      { noAck: true },
+    );
+    const id = randomUUID();
+    const reply = await request(channel, q, Buffer.from('x'), { correlationId: id });
+    expect(reply.content.toString()).toBe(id);
+    await plain.cancel(consumerTag);
+  });
+});
