@@ -25,7 +25,7 @@ const WORKERS = 3;
  * The files that need the whole machine, run one at a time after the rest: the benchmarks' smoke run keeps both
  * cores busy for its length, which would measure every file beside it.
  */
-const ALONE = new Set(['apps/bench/test/smoke.test.ts']);
+const ALONE = new Set(['apps/bench/test/smoke.test.ts', 'packages/amqp/test/broker-restart.test.ts']);
 const aloneFiles = (root: string) =>
   readdirSync(join(root, 'test'), { withFileTypes: true, recursive: true })
     .filter((entry) => entry.isFile() && ALONE.has(relative(repo, join(entry.parentPath, entry.name))))
