@@ -46,7 +46,8 @@ export function preparePublish(
   const delivery = deliveryOf(scope);
   if (delivery?.answers(exchange, routingKey) === true) {
     if (delivery.tooLate()) {
-      publishMessageDropped({ protocol: 'amqp', target: routingKey, reason: 'late-answer', hop: scope.hop });
+      // Named by the queue its message came from, as its line is: the reply queue is the caller's.
+      publishMessageDropped({ protocol: 'amqp', target: delivery.queue, reason: 'late-answer', hop: scope.hop });
       return { send: false, refusal: undefined };
     }
     delivery.answered = true;

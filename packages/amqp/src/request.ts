@@ -30,16 +30,21 @@ const REMEMBERED = 10_000;
 const UNBOUNDED: ResolvedOutgoingLimits = resolveOutgoingLimits(undefined);
 
 /**
- * Options of {@link request}: those of a publish, and the exchange (default: the default exchange, `routingKey`
- * then being the queue).
+ * Options of {@link request}: those of a publish, the exchange (default: the default exchange, `routingKey` then being
+ * the queue), and `replyTo`, the queue the replies come to (default: direct reply-to, `amq.rabbitmq.reply-to`).
  *
  * @example
  * ```ts
- * const options: AmqpRequestOptions = { exchange: 'rpc', contentType: 'application/json' };
+ * const options: AmqpRequestOptions = { exchange: 'rpc', contentType: 'application/json', replyTo: 'orders.replies' };
  * ```
  */
 export interface AmqpRequestOptions extends AmqpPublishOptions {
   exchange?: string | undefined;
+  /**
+   * A queue of the caller's own for the replies (declared by the app, exclusive to this channel's connection), in
+   * place of direct reply-to. Its consumer is made on the first request, with `noAck`.
+   */
+  replyTo?: string | undefined;
 }
 
 interface Pending {
@@ -51,11 +56,11 @@ interface Pending {
 class Replies {
   readonly ready: Promise<unknown>;
   readonly #pending = new Map<string, Pending>();
-  /** Requests given up on, by correlation id: their target, for the line of a reply that comes after all. */
-  readonly #abandoned = new Map<string, string>();
+  /** Requests given up on, by correlation id: their target and hop, for the event of a reply that comes after all. */
+  readonly #abandoned = new Map<string, { target: string; hop: string | undefined }>();
 
-  constructor(channel: ChannelMethods & { once?(event: string, listener: () => void): unknown }) {
-    this.ready = channel.consume(DIRECT_REPLY_TO, (message) => this.#arrived(message), { noAck: true });
+  constructor(channel: ChannelMethods & { once?(event: string, listener: () => void): unknown }, queue: string) {
+    this.ready = channel.consume(queue, (message) => this.#arrived(message), { noAck: true });
     // A failed consume leaves `ready` rejected for the requests that wait on it, and nobody else.
     this.ready.catch(() => {});
     channel.once?.('close', () => this.#closed());
@@ -65,9 +70,9 @@ class Replies {
     return new Promise((resolve, reject) => this.#pending.set(correlationId, { resolve, reject }));
   }
 
-  abandon(correlationId: string, target: string): void {
+  abandon(correlationId: string, target: string, hop: string | undefined): void {
     if (!this.#pending.delete(correlationId)) return;
-    this.#abandoned.set(correlationId, target);
+    this.#abandoned.set(correlationId, { target, hop });
     if (this.#abandoned.size > REMEMBERED) this.#abandoned.delete(this.#abandoned.keys().next().value as string);
   }
 
@@ -80,10 +85,10 @@ class Replies {
       pending.resolve(message);
       return;
     }
-    const target = this.#abandoned.get(correlationId);
-    if (target === undefined) return;
+    const abandoned = this.#abandoned.get(correlationId);
+    if (abandoned === undefined) return;
     this.#abandoned.delete(correlationId);
-    publishMessageDropped({ protocol: 'amqp', target, reason: 'late-reply', hop: storage.getStore()?.hop });
+    publishMessageDropped({ protocol: 'amqp', target: abandoned.target, reason: 'late-reply', hop: abandoned.hop });
   }
 
   #closed(): void {
@@ -93,11 +98,12 @@ class Replies {
   }
 }
 
-const repliesByChannel = new WeakMap<object, Replies>();
+/** Each channel's reply consumers, by the queue they consume. */
+const repliesByChannel = new WeakMap<object, Map<string, Replies>>();
 
 /**
  * Sends `content` to `routingKey` (a queue, or a routing key of `options.exchange`) and waits for the one reply, over
- * direct reply-to. Inside a deadline context the request carries the remaining budget (less the channel's
+ * direct reply-to (or the app's own reply queue, `options.replyTo`), matched by correlation id. Inside a deadline context the request carries the remaining budget (less the channel's
  * `publish.marginMs`) and expires in the broker with it, is not sent with too little left, and the wait ends at the
  * deadline with a `DeadlineExceededError` saying whose it was; a server that answers its own deadline
  * (`x-deadline-exceeded-by`) fails it with that hop's. Outside a context it waits as long as the channel's
@@ -121,7 +127,7 @@ export async function request(
 ): Promise<AmqpMessage> {
   const methods = patchOf(channel)?.originals ?? (channel as unknown as ChannelMethods);
   const limits = patchOf(channel)?.options.publish ?? UNBOUNDED;
-  const { exchange = '', ...publishOptions } = options ?? {};
+  const { exchange = '', replyTo = DIRECT_REPLY_TO, ...publishOptions } = options ?? {};
   const target = targetOf(exchange, routingKey);
   const call = OutgoingCall.start(
     target,
@@ -129,11 +135,10 @@ export async function request(
     limits.guard,
     storage.getStore(),
   );
-  let replies = repliesByChannel.get(channel);
-  if (replies === undefined) {
-    replies = new Replies(methods);
-    repliesByChannel.set(channel, replies);
-  }
+  let byQueue = repliesByChannel.get(channel);
+  if (byQueue === undefined) repliesByChannel.set(channel, (byQueue = new Map()));
+  let replies = byQueue.get(replyTo);
+  if (replies === undefined) byQueue.set(replyTo, (replies = new Replies(methods, replyTo)));
   const correlationId = publishOptions.correlationId ?? randomUUID();
   const waiting = replies;
   try {
@@ -143,7 +148,7 @@ export async function request(
       const { timeoutMs } = call;
       await methods.publish(exchange, routingKey, content, {
         ...publishOptions,
-        replyTo: DIRECT_REPLY_TO,
+        replyTo,
         correlationId,
         headers: {
           ...publishOptions.headers,
@@ -159,7 +164,7 @@ export async function request(
     call.end();
     return reply;
   } catch (error) {
-    waiting.abandon(correlationId, target);
+    waiting.abandon(correlationId, target, call.hop);
     call.end(error);
     throw error;
   }
