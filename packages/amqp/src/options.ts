@@ -41,8 +41,9 @@ export interface AmqpDeadlineOptions extends IncomingCallOptions<AmqpMessage> {
    */
   expired?: 'drop' | 'dead-letter' | undefined;
   /**
-   * Bounds of the messages this channel publishes: `marginMs` kept back from the remaining time, `minMs` below which
-   * a request is not published, `defaultMs` for a request published outside any deadline, a `circuitBreaker`.
+   * Bounds of the requests this channel publishes: `marginMs` kept back from the remaining time and `minMs` below which
+   * a request is not published (its `publish()`/`sendToQueue()` with a `replyTo`, and `request()`); for `request()`
+   * also `defaultMs`, how long it waits outside any deadline, and a `circuitBreaker` that may refuse it.
    */
   publish?: OutgoingLimits | undefined;
 }

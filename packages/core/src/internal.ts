@@ -56,6 +56,7 @@ export { runInSpanOf, spanOfTrace, traceOfSpan } from './opentelemetry/span-trac
 export { type OutgoingLimits, type ResolvedOutgoingLimits, resolveOutgoingLimits } from './outgoing-options.js';
 export { addTraceHeaders } from './prepare-call.js';
 export { type OutlivedReporter, Scope, type StopOwner } from './scope.js';
+export { ServiceTime, type ServiceTimeOptions } from './service-time.js';
 export { outsideContext, storage } from './storage.js';
 export { NEW_TRACE } from './trace.js';
 export { isUnpatched, unpatched } from './unpatched.js';
