@@ -9,12 +9,12 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { DeadlineExceededError, runWithContext, traceFrom } from '@deadline/core';
 import amqpManager, { type AmqpConnectionManager, type ChannelWrapper } from 'amqp-connection-manager';
-import type { ConfirmChannel, ConsumeMessage } from 'amqplib';
+import type { ConsumeMessage } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectProcessLives } from '../../../test/support/process-watch.ts';
 import { RABBITMQ, requireService } from '../../../test/support/services.ts';
-import { request, withDeadline } from '../src/index.ts';
-import { queueName } from './support.ts';
+import { request } from '../src/index.ts';
+import { boundedWrapper, queueName } from './support.ts';
 
 const run = promisify(execFile);
 const TRACE = traceFrom('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
@@ -33,19 +33,7 @@ describe.runIf(available)('@deadline/amqp: the broker restarts', () => {
 
   beforeAll(async () => {
     manager = amqpManager.connect([RABBITMQ.url], { reconnectTimeInSeconds: 0.2 });
-    channel = withDeadline(
-      manager.createChannel({
-        setup: async (raw: ConfirmChannel) => {
-          await raw.assertQueue(q, { durable: true });
-          await raw.assertQueue(rpc, { durable: false });
-        },
-      }),
-      { serviceName: 'stock' },
-    );
-    // As amqp-connection-manager asks: a consumer it fails to re-create while the broker comes back (the connection
-    // closing again under it) is an 'error' event, which without a listener would crash the process.
-    channel.on('error', (error: Error) => transient.push(error));
-    await channel.waitForConnect();
+    channel = await boundedWrapper(manager, q, rpc, transient);
   });
   afterAll(async () => {
     // Whatever happened, the broker is left running for whoever comes next.

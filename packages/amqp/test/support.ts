@@ -5,6 +5,9 @@
 import { randomUUID } from 'node:crypto';
 import diagnostics from 'node:diagnostics_channel';
 import { DiagnosticsChannel, type MessageDroppedMessage } from '@deadline/core';
+import type { AmqpConnectionManager, ChannelWrapper } from 'amqp-connection-manager';
+import type { ConfirmChannel } from 'amqplib';
+import { withDeadline } from '../src/index.ts';
 
 /** Names unique to this run. */
 export const RUN = randomUUID().slice(0, 8);
@@ -42,4 +45,29 @@ export function deferred<T>(): { promise: Promise<T>; resolve(value: T): void } 
     resolve = r;
   });
   return { promise, resolve };
+}
+
+/**
+ * A channel of `manager`, bounded as the service `stock`, whose setup declares `queue` (durable) and `rpc`, connected.
+ * Its `'error'` events go to `errors`: amqp-connection-manager reports there a consumer it fails to re-create while
+ * the broker comes back (the connection closing again under it), and without a listener the process would crash.
+ */
+export async function boundedWrapper(
+  manager: AmqpConnectionManager,
+  queue: string,
+  rpc: string,
+  errors: Error[],
+): Promise<ChannelWrapper> {
+  const channel = withDeadline(
+    manager.createChannel({
+      setup: async (raw: ConfirmChannel) => {
+        await raw.assertQueue(queue, { durable: true });
+        await raw.assertQueue(rpc, { durable: false });
+      },
+    }),
+    { serviceName: 'stock' },
+  );
+  channel.on('error', (error: Error) => errors.push(error));
+  await channel.waitForConnect();
+  return channel;
 }
