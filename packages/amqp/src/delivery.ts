@@ -35,11 +35,12 @@ export class Delivery {
         method: queue,
         protocol: 'amqp',
         kind: 'message',
+        // Nobody waits for a message without a reply-to: an event, unbounded unless it carries a budget.
+        awaited: this.replyTo !== undefined,
         headers: tableHeaders(message.properties.headers),
         ownMs: Number.POSITIVE_INFINITY,
       },
-      // Nobody waits for a message without a reply-to: an event, unbounded unless it carries a budget of its own.
-      this.replyTo === undefined ? options.events : options.requests,
+      options.messages,
       options.parser,
     );
   }

@@ -8,7 +8,6 @@ import { InvalidArgumentError } from '@deadline/core';
 import {
   checkObject,
   type IncomingCallOptions,
-  MAX_TIMER_DELAY_MS,
   type OutgoingLimits,
   type ResolvedIncomingOptions,
   type ResolvedOutgoingLimits,
@@ -50,10 +49,8 @@ export interface AmqpDeadlineOptions extends IncomingCallOptions<AmqpMessage> {
 
 /** @internal */
 export interface ResolvedAmqpOptions {
-  /** A message that asks for an answer (it has a `replyTo`), or that carries a budget. */
-  requests: ResolvedIncomingOptions<AmqpMessage>;
-  /** A message nobody waits for (no `replyTo`, no budget): an event, run without a deadline, as a job is. */
-  events: ResolvedIncomingOptions<AmqpMessage>;
+  /** Of the messages its consumers receive (an event's deadline is the core's rule: `awaited: false`). */
+  messages: ResolvedIncomingOptions<AmqpMessage>;
   parser: BudgetParser;
   expired: 'drop' | 'dead-letter';
   publish: ResolvedOutgoingLimits;
@@ -62,15 +59,14 @@ export interface ResolvedAmqpOptions {
 /** @internal */
 export function resolveAmqpOptions(options: AmqpDeadlineOptions | undefined): ResolvedAmqpOptions {
   const given = (checkObject('options', options) ?? {}) as AmqpDeadlineOptions;
-  const requests = resolveIncomingOptions<AmqpMessage>(given);
+  const messages = resolveIncomingOptions<AmqpMessage>(given);
   const expired = given.expired ?? 'drop';
   if (expired !== 'drop' && expired !== 'dead-letter') {
     throw new InvalidArgumentError('expired', "'drop' or 'dead-letter'", expired);
   }
   return {
-    requests,
-    events: { ...requests, defaultMs: MAX_TIMER_DELAY_MS, maxMs: MAX_TIMER_DELAY_MS },
-    parser: createBudgetParser({ dialects: requests.dialects }),
+    messages,
+    parser: createBudgetParser({ dialects: messages.dialects }),
     expired,
     publish: resolveOutgoingLimits(checkObject('publish', given.publish) as OutgoingLimits | undefined),
   };

@@ -5,8 +5,10 @@
  * consumer's handler inside what is left after a real wait in the queue; an expired message acknowledged or
  * dead-lettered; `clockSkewMs: false`; events consumed without a deadline; `request()` outside a context; undoing.
  */
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import {
   currentContext,
   DeadlineExceededError,
@@ -21,6 +23,7 @@ import { POSTGRES, RABBITMQ, requireService } from '../../../test/support/servic
 import { request, withDeadline, withoutDeadline } from '../src/index.ts';
 import { deferred, droppedMessages, Lines, queueName } from './support.ts';
 
+const run = promisify(execFile);
 const TRACE = traceFrom('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
 const available = (await requireService(RABBITMQ)) && (await requireService(POSTGRES));
 
@@ -313,6 +316,46 @@ describe.runIf(available)('@deadline/amqp on RabbitMQ', () => {
     } finally {
       dropped.stop();
       await plain.cancel(consumerTag);
+    }
+  });
+
+  it('a publisher in another language (librabbitmq’s amqp-publish, in C): its budget honoured, its request answered', async () => {
+    const q = await queue('foreign');
+    const replies = await queue('foreign-replies');
+    const seen = deferred<{ remaining: number; trace: string | undefined }>();
+    const { consumerTag } = await channel.consume(q, (message) => {
+      const m = message as ConsumeMessage;
+      seen.resolve({ remaining: remainingMs(), trace: currentContext()?.trace?.traceId });
+      channel.sendToQueue(String(m.properties.replyTo), Buffer.from('answered'));
+      channel.ack(m);
+    });
+    try {
+      const publish = (...headers: string[]) =>
+        run('amqp-publish', [
+          '-u',
+          RABBITMQ.url,
+          '-r',
+          q,
+          '-t',
+          replies,
+          '-b',
+          'x',
+          ...headers.flatMap((h) => ['-H', h]),
+        ]);
+      // As a Go or C client writes them: capitalised names, text values.
+      await publish('X-Request-Deadline: 700', `Traceparent: 00-${TRACE.traceId}-00f067aa0ba902b7-01`);
+      const { remaining, trace } = await seen.promise;
+      expect(remaining).toBeLessThanOrEqual(700);
+      expect(remaining).toBeGreaterThan(300);
+      expect(trace).toBe(TRACE.traceId);
+      expect((await nextOn(replies)).content.toString()).toBe('answered');
+      // Its deadline already past by its own wall clock: not handled, answered with the deadline answer.
+      await publish('X-Request-Deadline: 300', `X-Request-Deadline-At: ${Date.now() - 700}`);
+      const answer = await nextOn(replies);
+      expect(answer.content.length).toBe(0);
+      expect(answer.properties.headers?.['x-deadline-exceeded-by']).toBe('stock');
+    } finally {
+      await channel.cancel(consumerTag);
     }
   });
 

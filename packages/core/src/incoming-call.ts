@@ -10,7 +10,7 @@
  * the caller leaving: the context stops as this hop's deadline ({@link IncomingCall.expire}), and a cancellation that
  * arrives as the caller's deadline runs out is read as that deadline too ({@link IncomingCall.callerLeft}).
  */
-import { monotonicNow } from './clock.js';
+import { MAX_TIMER_DELAY_MS, monotonicNow } from './clock.js';
 import { createContext } from './context.js';
 import { CancelledError, DeadlineExceededError } from './errors.js';
 import { findDeadlineError } from './guards.js';
@@ -34,6 +34,9 @@ import { waitedMs } from './wire/queue-time.js';
  */
 const AT_THE_DEADLINE_MS = 100;
 
+/** An event's limits: no deadline but the one it carries (the longest a timer holds). */
+const EVENT_LIMITS = { defaultMs: MAX_TIMER_DELAY_MS, maxMs: MAX_TIMER_DELAY_MS } as const;
+
 /**
  * What an abort of the protocol's signal means (see {@link IncomingCallInit.abortMeans}).
  * @internal
@@ -53,6 +56,11 @@ export interface IncomingCallInit<Call> {
    * (wire/queue-time.ts). Its line says which.
    */
   kind?: 'call' | 'message' | undefined;
+  /**
+   * For a message: whether anyone waits for its answer (it names a reply-to). One nobody waits for is an event: without
+   * a budget of its own it runs with no deadline, as a queued job does, whatever `defaultMs` says. Default true.
+   */
+  awaited?: boolean | undefined;
   /** The request's headers (metadata), for the budget headers and the trace. */
   headers: HeaderSource;
   /**
@@ -115,11 +123,12 @@ export class IncomingCall<Call> {
     const usable = Math.min(init.ownMs - (init.leadMs ?? 0), headerMs);
     this.#callerDeadlineAt = this.#startedAt + asked;
     // A caller the service trusts may lengthen the budget up to maxMs; any other may only shorten the default.
+    const { defaultMs, maxMs } = init.kind === 'message' && init.awaited === false ? EVENT_LIMITS : options;
     const trusted = this.#trusted();
-    const allowed = trusted ? options.maxMs : options.defaultMs;
+    const allowed = trusted ? maxMs : defaultMs;
     this.source = asked === Number.POSITIVE_INFINITY || (!trusted && asked > allowed) ? 'default' : 'header';
     // Never below 0: a deadline already past on arrival is no time left, as a timeout of 0 is.
-    this.budgetMs = Math.max(0, Math.min(usable, this.source === 'default' ? options.defaultMs : allowed));
+    this.budgetMs = Math.max(0, Math.min(usable, this.source === 'default' ? defaultMs : allowed));
     this.requestedMs = asked > allowed && asked !== Number.POSITIVE_INFINITY ? Math.round(asked) : undefined;
     this.context = createContext({
       deadline: this.budgetMs,

@@ -137,6 +137,20 @@ describe('a message that waited in a broker', () => {
   });
 });
 
+describe('a message nobody waits for (an event)', () => {
+  it('runs without a deadline unless it carries one, which it may then have in full', () => {
+    const event = { kind: 'message', awaited: false } as const;
+    expect(start(event, { defaultMs: 1_000 })).toMatchObject({ budgetMs: 2 ** 31 - 1, source: 'default' });
+    expect(start({ ...event, headers: { 'x-request-deadline': '60000' } }, { defaultMs: 1_000 })).toMatchObject({
+      budgetMs: 60_000,
+      source: 'header',
+    });
+    // A request (someone waits) keeps the service's limits; so does any RPC call, whatever `awaited` says.
+    expect(start({ kind: 'message' }, { defaultMs: 1_000 }).budgetMs).toBe(1_000);
+    expect(start({ awaited: false }, { defaultMs: 1_000 }).budgetMs).toBe(1_000);
+  });
+});
+
 describe('a call with no time', () => {
   it('is refused, whatever minMs: a timeout of 0, a deadline already past, or spent by the lead', () => {
     for (const init of [

@@ -35,11 +35,12 @@ export class Arrival {
         method: target,
         protocol: 'nats',
         kind: 'message',
+        // Nobody waits for a message without a reply subject: an event, unbounded unless it carries a budget.
+        awaited: typeof msg.reply === 'string' && msg.reply !== '',
         headers: headerSource(msg.headers),
         ownMs: Number.POSITIVE_INFINITY,
       },
-      // Nobody waits for a message without a reply subject: an event, unbounded unless it carries a budget.
-      this.waited ? options.requests : options.events,
+      options.messages,
       options.parser,
     );
   }

@@ -7,7 +7,6 @@ import {
   type CallGuard,
   checkObject,
   type IncomingCallOptions,
-  MAX_TIMER_DELAY_MS,
   type OutgoingCallOptions,
   type ResolvedIncomingOptions,
   type ResolvedOutgoingLimits,
@@ -59,10 +58,8 @@ export interface NatsDeadlineOptions extends IncomingCallOptions<NatsMsgLike> {
 
 /** @internal */
 export interface ResolvedNatsOptions {
-  /** A message that asks for an answer (it has a reply subject). */
-  requests: ResolvedIncomingOptions<NatsMsgLike>;
-  /** A message nobody waits for: an event, unbounded unless it carries a budget, as a job is. */
-  events: ResolvedIncomingOptions<NatsMsgLike>;
+  /** Of the messages its subscriptions receive (an event's deadline is the core's rule: `awaited: false`). */
+  messages: ResolvedIncomingOptions<NatsMsgLike>;
   parser: BudgetParser;
   limits: ResolvedOutgoingLimits;
   /** Each request's call: its budget written in the message's own headers. */
@@ -72,12 +69,11 @@ export interface ResolvedNatsOptions {
 /** @internal */
 export function resolveNatsOptions(options: NatsDeadlineOptions | undefined): ResolvedNatsOptions {
   const given = (checkObject('options', options) ?? {}) as NatsDeadlineOptions;
-  const requests = resolveIncomingOptions<NatsMsgLike>(given);
+  const messages = resolveIncomingOptions<NatsMsgLike>(given);
   const limits = resolvePublishOptions(given.publish, 'publish');
   return {
-    requests,
-    events: { ...requests, defaultMs: MAX_TIMER_DELAY_MS, maxMs: MAX_TIMER_DELAY_MS },
-    parser: createBudgetParser({ dialects: requests.dialects }),
+    messages,
+    parser: createBudgetParser({ dialects: messages.dialects }),
     limits,
     callOptions: { ...limits.callOptions, propagates: true },
   };
