@@ -4,7 +4,7 @@
  * 'dead-letter'` — counted and logged. The app's callbacks keep their shape: the same arguments, the same return
  * value, the app's own acknowledgements.
  */
-import { DeadlineExceededError } from '@deadline/core';
+import { DeadlineExceededError, findDeadlineError } from '@deadline/core';
 import type { AmqpMessage, OnMessage } from './amqp-types.js';
 import type { ChannelPatch } from './channel-patch.js';
 import { Delivery, remember } from './delivery.js';
@@ -53,11 +53,18 @@ function deliver(patch: ChannelPatch, queue: string, onMessage: OnMessage, noAck
   const settledAlready = !open.has(message);
   if (isThenable(result)) {
     open.delete(message);
-    result.then(
+    // What the callback returns: a promise that fails with the handler's own errors as before (amqplib ignores it,
+    // so one is an unhandled rejection, as without this package), but never with a deadline error, which is ours to
+    // report (its line, the deadline answer) — not a crash.
+    return Promise.resolve(result).then(
       () => delivery.finish(),
-      (error: unknown) => delivery.finish(error),
+      (error: unknown) => {
+        delivery.finish(error);
+        if (findDeadlineError(error) === undefined) throw error;
+      },
     );
-  } else if (noAck || settledAlready) {
+  }
+  if (noAck || settledAlready) {
     // Nothing else will say when it is done.
     open.delete(message);
     delivery.finish();

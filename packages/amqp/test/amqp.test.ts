@@ -19,6 +19,7 @@ import {
 } from '@deadline/core';
 import amqp, { type Channel, type ChannelModel, type ConsumeMessage } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectProcessLives } from '../../../test/support/process-watch.ts';
 import { POSTGRES, RABBITMQ, requireService } from '../../../test/support/services.ts';
 import { request, withDeadline, withoutDeadline } from '../src/index.ts';
 import { deferred, droppedMessages, Lines, queueName } from './support.ts';
@@ -209,6 +210,25 @@ describe.runIf(available)('@deadline/amqp on RabbitMQ', () => {
       }
       const recovered = await plain.get(q);
       expect(recovered).toBe(false);
+    });
+
+    it('a handler that fails with a deadline error is reported once, never an unhandled rejection', async () => {
+      const q = await queue('rejects');
+      await expectProcessLives(async () => {
+        const { consumerTag } = await channel.consume(q, async (message) => {
+          channel.ack(message as ConsumeMessage);
+          // What a handler that does not catch its cut query ends with.
+          throw new DeadlineExceededError({ phase: 'during-call', target: 'stock-db', budgetMs: 50, elapsedMs: 51 });
+        });
+        plain.sendToQueue(q, Buffer.from('x'), { replyTo: 'r' });
+        await expect.poll(() => lines.of(q).length).toBe(1);
+        await channel.cancel(consumerTag);
+      });
+      expect(lines.of(q)[0]).toMatchObject({
+        level: 'warn',
+        outcome: 'deadline_exceeded',
+        code: 'ERR_DEADLINE_EXCEEDED',
+      });
     });
 
     it("expired: 'dead-letter' rejects it to the queue's dead-letter exchange instead", async () => {
