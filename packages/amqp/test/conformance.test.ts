@@ -61,6 +61,7 @@ describe.runIf(available)('RabbitMQ', () => {
         },
         async serve(q, options, handler) {
           const channel = withDeadline(await connection.createChannel(), options);
+          let open = true;
           await channel.consume(q, async (message) => {
             const m = message as ConsumeMessage;
             await handler({
@@ -71,9 +72,13 @@ describe.runIf(available)('RabbitMQ', () => {
                 });
               },
             });
-            channel.ack(m);
+            // A handler that outlives its test (the service stopped under it) has no channel to acknowledge on.
+            if (open) channel.ack(m);
           });
-          return () => channel.close();
+          return () => {
+            open = false;
+            return channel.close();
+          };
         },
         async request(q, text) {
           return (await request(client, q, Buffer.from(text))).content.toString();
