@@ -10,8 +10,10 @@ import type { CallGuard, CallPermit } from './call-guard.js';
 import { monotonicNow } from './clock.js';
 import {
   type CallEndMessage,
+  hasCallCancelSubscribers,
   hasCallOutlivedSubscribers,
   hasCallSubscribers,
+  publishCallCancel,
   publishCallEnd,
   publishCallOutlived,
   publishCallStart,
@@ -250,12 +252,13 @@ export class OutgoingCall {
   /**
    * The server confirmed that the work of a call cut off has stopped (PostgreSQL's 57014, a KILL QUERY's OK or
    * the killed statement's 1317, the statement's own server limit firing, a CLIENT UNBLOCK's 1): recorded on the
-   * call's span, once. `by` names the confirmation.
+   * call's span and published on `deadline:call:cancel`, once. `by` names the confirmation.
    */
   confirmStop(by: string): void {
     if (this.#confirmed || this.#stopped === undefined) return;
     this.#confirmed = true;
     if (this.#span !== undefined) annotateCallConfirmed(this.#span, by, this.elapsedMs());
+    if (hasCallCancelSubscribers()) this.#publishCancel('confirmed', this.#stopped, by);
   }
 
   /**
@@ -355,6 +358,7 @@ export class OutgoingCall {
     if (error instanceof DeadlineExceededError) publishExceeded(this.#scope, error);
     // Before the listeners send the stop (abort, CancelRequest, KILL, UNBLOCK): it is requested now.
     if (this.#span !== undefined) annotateCallStop(this.#span, error, this.elapsedMs());
+    if (hasCallCancelSubscribers()) this.#publishCancel('requested', error, undefined);
     const listeners = this.#listeners;
     this.#listeners = undefined;
     if (listeners !== undefined) for (const listener of listeners) listener(error);
@@ -369,6 +373,21 @@ export class OutgoingCall {
     const released = releasedScope(scope);
     if (released === undefined) return undefined;
     return this.#stopped !== undefined && this.#stoppedAt <= released._releasedAt ? undefined : released;
+  }
+
+  #publishCancel(
+    state: 'requested' | 'confirmed',
+    reason: DeadlineExceededError | CancelledError,
+    confirmedBy: string | undefined,
+  ): void {
+    publishCallCancel({
+      context: this.#scope,
+      target: this.target,
+      state,
+      reason,
+      confirmedBy,
+      elapsedMs: this.elapsedMs(),
+    });
   }
 
   #disarm(): void {

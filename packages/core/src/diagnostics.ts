@@ -50,6 +50,23 @@ export const DiagnosticsChannel = {
    * deadline and was not sent (`late-answer`). Message: {@link MessageDroppedMessage}.
    */
   MessageDropped: 'deadline:message:dropped',
+  /**
+   * A server refused a request at arrival, before any of its work: its remaining budget could not cover the
+   * server's queue plus its route's typical time (admission). Message: {@link AdmissionRefusedMessage}.
+   */
+  AdmissionRefused: 'deadline:admission:refused',
+  /**
+   * A call or message arrived at a server of core's `IncomingCall` (gRPC, Connect, NestJS microservices, AMQP, NATS)
+   * and its budget was decided, before its handler runs (HTTP servers put theirs on `deadline:server:request`).
+   * Message: {@link IncomingStartMessage}.
+   */
+  IncomingStart: 'deadline:incoming:start',
+  /**
+   * An outgoing call was cut off and its stop sent (`requested`), or the server confirmed that its work stopped
+   * (`confirmed`): the moments of the call span's `deadline.cancel_requested` and `deadline.cancel_confirmed`.
+   * Message: {@link CallCancelMessage}.
+   */
+  CallCancel: 'deadline:call:cancel',
 } as const;
 
 /**
@@ -188,6 +205,94 @@ export interface MessageDroppedMessage {
   waitedMs?: number | undefined;
 }
 
+/**
+ * Message of {@link DiagnosticsChannel.AdmissionRefused}.
+ *
+ * @example
+ * ```ts
+ * diagnostics.subscribe(DiagnosticsChannel.AdmissionRefused, (message) => {
+ *   const { hop, route, reason } = message as AdmissionRefusedMessage;
+ *   refusedCounter.add(1, { hop, route, reason });
+ * });
+ * ```
+ */
+export interface AdmissionRefusedMessage {
+  /** How the request came: `http`, `grpc`, `connect`. */
+  protocol: string;
+  /** The refusing hop (its `serviceName`). */
+  hop: string;
+  /** The route (HTTP: method and route pattern, as the adapter knows it) or RPC method refused. */
+  route: string;
+  /**
+   * Why: `overloaded` — the server's queue plus the route's typical time is more than the request has left (answered
+   * 503 with `Retry-After`, gRPC `UNAVAILABLE`); `too-little-time` — less is left than the route's fastest typical
+   * time, so it could not finish even on an idle server (504, `DEADLINE_EXCEEDED`); `low-priority` — the server is
+   * shedding and the caller marked the request as one to shed first (503).
+   */
+  reason: 'overloaded' | 'too-little-time' | 'low-priority';
+  /** The request's remaining budget at arrival, in ms. */
+  remainingMs: number;
+  /** What it would have needed, in ms: the queue plus the route's expected time. */
+  neededMs: number;
+  /** The server's queueing delay at arrival (event-loop delay), in ms. */
+  queueMs: number;
+}
+
+/**
+ * Message of {@link DiagnosticsChannel.IncomingStart}.
+ *
+ * @example
+ * ```ts
+ * diagnostics.subscribe(DiagnosticsChannel.IncomingStart, (message) => {
+ *   const { hop, budgetMs, source } = message as IncomingStartMessage;
+ *   if (Number.isFinite(budgetMs)) budgetHistogram.record(budgetMs, { hop, source });
+ * });
+ * ```
+ */
+export interface IncomingStartMessage {
+  /** The context its handler runs in. */
+  context: DeadlineContext;
+  /** How it came: `grpc`, `connect`, `amqp`, `nats`, … */
+  protocol: string;
+  /** A `call`, or a broker's `message`. */
+  kind: 'call' | 'message';
+  /** The serving hop (its `serviceName`). */
+  hop: string;
+  /** The method (`/pkg.Service/Method`), or the queue or subject. */
+  method: string;
+  /**
+   * The budget its handler runs with, in ms: after the clamps and, for a message, the time it surely waited in the
+   * broker (0 when none was left); `Infinity` for an event that came without one (`source: 'none'`).
+   */
+  budgetMs: number;
+  /** Where it came from: the caller (`header`: the protocol's timeout or a budget header), the service's `default`, or `none`. */
+  source: 'header' | 'default' | 'none';
+}
+
+/**
+ * Message of {@link DiagnosticsChannel.CallCancel}.
+ *
+ * @example
+ * ```ts
+ * diagnostics.subscribe(DiagnosticsChannel.CallCancel, (message) => {
+ *   const { target, state, confirmedBy } = message as CallCancelMessage;
+ *   log.info({ target, state, confirmedBy }, 'call cancel');
+ * });
+ * ```
+ */
+export interface CallCancelMessage {
+  context: DeadlineContext | undefined;
+  target: string;
+  /** `requested`: the call was cut off and its stop sent; `confirmed`: the server said the work stopped (once per call). */
+  state: 'requested' | 'confirmed';
+  /** Why the call was cut off. */
+  reason: DeadlineExceededError | CancelledError;
+  /** For `confirmed`: what confirmed it (`postgres 57014`, `KILL QUERY`, `CLIENT UNBLOCK`, a server limit). */
+  confirmedBy: string | undefined;
+  /** Time since the call started, in ms. */
+  elapsedMs: number;
+}
+
 const contextStart = diagnostics.channel(DiagnosticsChannel.ContextStart);
 const contextEnd = diagnostics.channel(DiagnosticsChannel.ContextEnd);
 const exceeded = diagnostics.channel(DiagnosticsChannel.Exceeded);
@@ -197,6 +302,9 @@ const callStart = diagnostics.channel(DiagnosticsChannel.CallStart);
 const callEnd = diagnostics.channel(DiagnosticsChannel.CallEnd);
 const callOutlived = diagnostics.channel(DiagnosticsChannel.CallOutlived);
 const messageDropped = diagnostics.channel(DiagnosticsChannel.MessageDropped);
+const admissionRefused = diagnostics.channel(DiagnosticsChannel.AdmissionRefused);
+const incomingStart = diagnostics.channel(DiagnosticsChannel.IncomingStart);
+const callCancel = diagnostics.channel(DiagnosticsChannel.CallCancel);
 
 /** @internal */
 export function publishStart(context: DeadlineContext): void {
@@ -245,4 +353,24 @@ export function publishCallOutlived(message: CallOutlivedMessage): void {
 /** @internal */
 export function publishMessageDropped(message: MessageDroppedMessage): void {
   if (messageDropped.hasSubscribers) messageDropped.publish(message);
+}
+/** @internal */
+export function publishAdmissionRefused(message: AdmissionRefusedMessage): void {
+  if (admissionRefused.hasSubscribers) admissionRefused.publish(message);
+}
+/** @internal Whether anyone listens for arrivals: lets `IncomingCall` skip building the message. */
+export function hasIncomingStartSubscribers(): boolean {
+  return incomingStart.hasSubscribers;
+}
+/** @internal */
+export function publishIncomingStart(message: IncomingStartMessage): void {
+  if (incomingStart.hasSubscribers) incomingStart.publish(message);
+}
+/** @internal Whether anyone listens for cancels: lets a call skip building the message. */
+export function hasCallCancelSubscribers(): boolean {
+  return callCancel.hasSubscribers;
+}
+/** @internal */
+export function publishCallCancel(message: CallCancelMessage): void {
+  if (callCancel.hasSubscribers) callCancel.publish(message);
 }

@@ -12,6 +12,7 @@
  */
 import { MAX_TIMER_DELAY_MS, monotonicNow } from './clock.js';
 import { createContext } from './context.js';
+import { hasIncomingStartSubscribers, publishIncomingStart } from './diagnostics.js';
 import { CancelledError, DeadlineExceededError } from './errors.js';
 import { findDeadlineError } from './guards.js';
 import type { ResolvedIncomingOptions } from './incoming-options.js';
@@ -123,7 +124,8 @@ export class IncomingCall<Call> {
     const usable = Math.min(init.ownMs - (init.leadMs ?? 0), headerMs);
     this.#callerDeadlineAt = this.#startedAt + asked;
     // A caller the service trusts may lengthen the budget up to maxMs; any other may only shorten the default.
-    const { defaultMs, maxMs } = init.kind === 'message' && init.awaited === false ? EVENT_LIMITS : options;
+    const event = init.kind === 'message' && init.awaited === false;
+    const { defaultMs, maxMs } = event ? EVENT_LIMITS : options;
     const trusted = this.#trusted();
     const allowed = trusted ? maxMs : defaultMs;
     this.source = asked === Number.POSITIVE_INFINITY || (!trusted && asked > allowed) ? 'default' : 'header';
@@ -137,7 +139,22 @@ export class IncomingCall<Call> {
       root: true,
     });
     this.refusal = this.#refusal();
+    if (hasIncomingStartSubscribers()) this.#publishStart(event && asked === Number.POSITIVE_INFINITY);
     if (init.signal !== undefined) this.#follow(init.signal);
+  }
+
+  /** `deadline:incoming:start`, for a subscriber. `none`: an event that came without a budget runs with none. */
+  #publishStart(none: boolean): void {
+    const init = this.#init;
+    publishIncomingStart({
+      context: this.context,
+      protocol: init.protocol,
+      kind: init.kind ?? 'call',
+      hop: this.#options.hop,
+      method: init.method,
+      budgetMs: none ? Number.POSITIVE_INFINITY : this.budgetMs,
+      source: none ? 'none' : this.source,
+    });
   }
 
   /** A budget already spent (a timeout of 0, a deadline past on arrival), or below the service's minimum. */

@@ -33,6 +33,8 @@ export {
 } from './context-key.js';
 export { Deadline } from './deadline.js';
 export {
+  type AdmissionRefusedMessage,
+  type CallCancelMessage,
   type CallEndMessage,
   type CallOutlivedMessage,
   type CallStartMessage,
@@ -41,6 +43,7 @@ export {
   type ContextStartMessage,
   DiagnosticsChannel,
   type ExceededMessage,
+  type IncomingStartMessage,
   type MessageDroppedMessage,
   type PropagateMessage,
 } from './diagnostics.js';

@@ -5,6 +5,15 @@
  * @packageDocumentation
  */
 
+export {
+  Admission,
+  type AdmissionPass,
+  type AdmissionReason,
+  type AdmissionRefusal,
+  AdmissionRoute,
+  type AdmissionVerdict,
+  LOADED_MS,
+} from './admission.js';
 export { type CallStopListener, OutgoingCall, type OutgoingCallOptions } from './call.js';
 export type { CallGuard, CallOutcome, CallPermit } from './call-guard.js';
 export { CheckoutQueue } from './checkout-queue.js';
@@ -13,6 +22,7 @@ export { describeValue } from './describe-value.js';
 export {
   hasCallSubscribers,
   hasPropagateSubscribers,
+  publishAdmissionRefused,
   publishCallEnd,
   publishCallStart,
   publishCancelled,
@@ -32,6 +42,7 @@ export {
   type ResolvedIncomingOptions,
   resolveIncomingOptions,
 } from './incoming-options.js';
+export { loopDelayMs } from './loop-delay.js';
 export { nextReady, type ReadyEmitter } from './next-ready.js';
 export { activeRequestSpan, activeSpan, openTelemetryPropagates } from './opentelemetry/active.js';
 export {
@@ -55,7 +66,7 @@ export {
 export { runInSpanOf, spanOfTrace, traceOfSpan } from './opentelemetry/span-trace.js';
 export { type OutgoingLimits, type ResolvedOutgoingLimits, resolveOutgoingLimits } from './outgoing-options.js';
 export { addTraceHeaders } from './prepare-call.js';
-export { type OutlivedReporter, Scope, type StopOwner } from './scope.js';
+export { type OutlivedReporter, releasedScope, Scope, type StopOwner } from './scope.js';
 export { ServiceTime, type ServiceTimeOptions } from './service-time.js';
 export { outsideContext, storage } from './storage.js';
 export { NEW_TRACE } from './trace.js';

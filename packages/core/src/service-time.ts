@@ -86,12 +86,32 @@ export class ServiceTime {
 
   /**
    * The estimated percentile, in ms (the top of its bucket: at most 10 % above the true value, never below it), or
-   * `undefined` before `warmup` samples.
+   * `undefined` before `warmup` samples. `quantile` asks for another percentile than the one set at construction
+   * (admission asks for a low one too: the least time a request of the route needs); only the default is cached.
    */
-  estimate(): number | undefined {
+  estimate(quantile?: number): number | undefined {
     if (this.#samples < this.#warmup) return undefined;
-    if (this.#cached !== undefined) return this.#cached;
-    const wanted = this.#quantile * this.#total;
+    if (quantile !== undefined && quantile !== this.#quantile) return this.#percentile(quantile);
+    this.#cached ??= this.#percentile(this.#quantile);
+    return this.#cached;
+  }
+
+  /**
+   * Weighs every sample so far `factor` times less (0 < factor < 1): as if `log2(1 / factor)` half-lives had passed.
+   * For evidence that the past no longer holds: admission fades a route's history when a request it let through
+   * despite the estimate (its probe) finished well under it, so that an estimate poisoned by a burst stops
+   * refusing after a few probes instead of a few half-lives of samples that it refuses to let come.
+   */
+  fade(factor: number): void {
+    if (!(factor > 0 && factor < 1)) return;
+    // The next samples weigh 1 / factor more than they would have: the same as scaling down every count.
+    this.#weight /= factor;
+    this.#cached = undefined;
+    if (this.#weight > RESCALE_AT) this.#rescale();
+  }
+
+  #percentile(quantile: number): number {
+    const wanted = quantile * this.#total;
     const counts = this.#counts;
     let sum = 0;
     let bucket = 0;
@@ -99,8 +119,7 @@ export class ServiceTime {
       sum += counts[bucket] as number;
       if (sum >= wanted) break;
     }
-    this.#cached = LOWEST_MS * GROWTH ** bucket;
-    return this.#cached;
+    return LOWEST_MS * GROWTH ** bucket;
   }
 
   #rescale(): void {

@@ -21,6 +21,7 @@ export {
   type BudgetHeader,
   CONNECT_TIMEOUT_HEADER,
   DEADLINE_EXCEEDED_BY_HEADER,
+  DEADLINE_REFUSED_BY_HEADER,
   type DeadlineDialect,
   ENVOY_EXPECTED_TIMEOUT_HEADER,
   ENVOY_UPSTREAM_TIMEOUT_HEADER,
@@ -38,4 +39,5 @@ export {
   type ParsedBudget,
   parseBudget,
 } from './wire/parse-budget.js';
+export { DEFAULT_URGENCY, PRIORITY_HEADER, parseUrgency } from './wire/priority.js';
 export { formatDeadlineAt, waitedMs } from './wire/queue-time.js';

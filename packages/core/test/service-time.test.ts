@@ -67,4 +67,38 @@ describe('ServiceTime', () => {
     // The last sample (100 ms) outweighs all before it together.
     expect(estimate).toBeGreaterThanOrEqual(100);
   });
+
+  it('gives another percentile on request, from the same samples, within a bucket of the exact one', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.double({ min: 0.05, max: 60_000, noNaN: true }), { minLength: 20, maxLength: 300 }),
+        fc.constantFrom(0.1, 0.5, 0.99),
+        (samples, quantile) => {
+          const time = new ServiceTime({ quantile: 0.9, halfLife: Number.POSITIVE_INFINITY });
+          for (const ms of samples) time.record(ms);
+          const estimate = time.estimate(quantile) as number;
+          const truth = exact(samples, quantile);
+          // Asking for another percentile leaves the default's cached answer alone.
+          const defaultOne = time.estimate() as number;
+          return (
+            estimate >= truth * (1 - 1e-9) &&
+            estimate <= truth * 1.1 * (1 + 1e-9) &&
+            defaultOne >= exact(samples, 0.9) * (1 - 1e-9)
+          );
+        },
+      ),
+      { numRuns: 1_000 },
+    );
+  });
+
+  it('fades its history: after fade(0.25) a new sample weighs as four of the old, and a bad factor is ignored', () => {
+    const time = new ServiceTime({ quantile: 0.5, halfLife: Number.POSITIVE_INFINITY, warmup: 1 });
+    for (let i = 0; i < 3; i++) time.record(100);
+    time.fade(0.25);
+    time.record(1);
+    // 3 old samples (weighing 3) against one new one weighing 4: the median is the new one's.
+    expect(time.estimate()).toBeLessThan(1.2);
+    for (const bad of [0, 1, -1, Number.NaN, 2]) time.fade(bad);
+    expect(time.estimate()).toBeLessThan(1.2);
+  });
 });

@@ -6,11 +6,13 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import { checkObject, monotonicNow } from '@deadline/core/internal';
 import type { DeadlineServerOptions, LineLogger, RequestDeadline } from '@deadline/server';
 import {
+  admitRequest,
   budgetReader,
   createParser,
   emitInContext,
   finishWithResponse,
   isLongLived,
+  LearnedRoutes,
   needsRequestContext,
   needsResponseContext,
   noteRequestStarts,
@@ -75,6 +77,11 @@ export function deadline(options?: ExpressDeadlineOptions) {
   // The headers and socket of each request, as the server starts it (see @deadline/server's engine-paths.ts).
   noteRequestStarts();
   const budgetOf = budgetReader<Request>(resolved as never, parser, logger);
+  const admission = resolved.admission;
+  const routes = new LearnedRoutes<Request & { route?: { path?: unknown }; baseUrl?: string }>(
+    (req) => (typeof req.route?.path === 'string' ? `${req.baseUrl ?? ''}${req.route.path}` : undefined),
+    (req) => (req.deadline as { longLived?: boolean } | undefined)?.longLived === true,
+  );
 
   // Every property read on express's req or res is a slow lookup (each has a hidden class of its own, see
   // engine-paths.ts): each is read once, and `req.log` only for a `trust` predicate.
@@ -115,7 +122,13 @@ export function deadline(options?: ExpressDeadlineOptions) {
       emitInContext(res, state, needsResponseContext);
     }
     finishWithResponse(req, res, state, socket);
-    if (state.admit(resolved.limits.minMs)) state.context.run(next);
+    if (!state.admit(resolved.limits.minMs)) return;
+    if (admission !== undefined) {
+      const route = routes.of(req.method ?? 'GET', (req as { originalUrl?: string }).originalUrl ?? req.url, res, req);
+      if (!admitRequest(admission, state, req, headers, route.key, logger, route.longLived)) return;
+    }
+
+    state.context.run(next);
   };
 }
 

@@ -10,6 +10,7 @@ import pino from 'pino';
 import { pinoHttp } from 'pino-http';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { admissionSuite } from '../../server/test/admission.ts';
 import { conformanceSuite } from '../../server/test/conformance.ts';
 import { closeServer, type Harness, type LogLine, listenApp, memoryDestination } from '../../server/test/harness.ts';
 import { longLivedSuite } from '../../server/test/long-lived.ts';
@@ -66,6 +67,7 @@ for (const [name, framework] of [
 ] as const) {
   conformanceSuite(expressHarness(name, framework));
   longLivedSuite(expressHarness(name, framework));
+  if (name === 'express 5') admissionSuite(expressHarness(name, framework));
 
   describe(`${name} middleware`, () => {
     const logs: LogLine[] = [];

@@ -10,6 +10,7 @@ import type { DeadlineContext } from '@deadline/core';
 import { checkObject, monotonicNow, type Scope, storage } from '@deadline/core/internal';
 import type { DeadlineServerOptions, LineLogger, RequestDeadline, RouteLimits } from '@deadline/server';
 import {
+  admitRequest,
   createParser,
   isLongLived,
   isTrusted,
@@ -75,6 +76,7 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
   }
   const parser = createParser(resolved as never);
   const trust = resolved.trust;
+  const admission = resolved.admission;
   // fastify has no route listing; its printed tree says "(empty tree)" when there are none (tested both ways). Routes
   // added before the plugin (`@fastify/cors`'s `OPTIONS *`) are not seen by `onRoute`: their plans are looked up.
   const routesBefore = !fastify.printRoutes().includes('(empty tree)');
@@ -129,6 +131,9 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
     request.deadline = state;
     // Refused (the budget is below the route's minimum): the 504 is on its way; the chain must not run.
     if (state.outcome !== undefined) return;
+    if (admission !== undefined && !admitRequest(admission, state, request, headers, routeKey(request), request.log)) {
+      return;
+    }
     if (plan.handlerTimeoutMs > 0 && !state.longLived) signals.followHandlerTimeout(request, state);
     const outer = chainInContext;
     chainInContext = state;
@@ -191,4 +196,9 @@ function withinRequest(store: Scope | undefined, context: DeadlineContext): bool
   if (store.detached) return true;
   for (let at = store.parent; at !== undefined; at = at.parent) if (at === context) return true;
   return false;
+}
+
+/** The route a request is of, for admission: its method and the route's pattern (`*` when no route matched). */
+function routeKey(request: FastifyRequest): string {
+  return `${request.method} ${request.routeOptions.url ?? '*'}`;
 }

@@ -9,6 +9,7 @@ import Fastify57 from 'fastify57';
 import pino from 'pino';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { admissionSuite } from '../../server/test/admission.ts';
 import { conformanceSuite } from '../../server/test/conformance.ts';
 import { type Harness, type LogLine, memoryDestination } from '../../server/test/harness.ts';
 import { longLivedSuite } from '../../server/test/long-lived.ts';
@@ -58,6 +59,7 @@ const harnessOn = (name: string, fastify: typeof Fastify): Harness => ({
 
 conformanceSuite(harnessOn('fastify 5.12', Fastify));
 longLivedSuite(harnessOn('fastify 5.12', Fastify));
+admissionSuite(harnessOn('fastify 5.12', Fastify));
 conformanceSuite(harnessOn('fastify 5.7', Fastify57 as unknown as typeof Fastify));
 
 describe('fastify plugin', () => {

@@ -5,7 +5,7 @@
  * it answers with the data resolved so far, and the hop answers for it (GraphQL-shaped) only if that does not come.
  */
 import type { IncomingMessage } from 'node:http';
-import { currentContext, type DeadlineExceededError } from '@deadline/core';
+import { currentContext, type DeadlineExceededError, InvalidArgumentError } from '@deadline/core';
 import { checkNumber, checkObject } from '@deadline/core/internal';
 import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
 import type { DeadlineAnswer, DeadlineAnswerDetails, DeadlineServerOptions, LineLogger } from '@deadline/server';
@@ -33,7 +33,7 @@ import { currentSlot, listenForRequests } from './request-slots.js';
  * const options: GraphQLDeadlineOptions = { serviceName: 'catalog', defaultMs: 2_000, logger: pino() };
  * ```
  */
-export interface GraphQLDeadlineOptions extends DeadlineServerOptions<IncomingMessage> {
+export interface GraphQLDeadlineOptions extends Omit<DeadlineServerOptions<IncomingMessage>, 'admission'> {
   /** Logger for the end-of-request line, where the plugin starts the request's deadline. Default: none. */
   logger?: LineLogger | undefined;
   /**
@@ -56,6 +56,14 @@ export interface GraphQLHop {
  * @internal
  */
 export function graphqlHop(options: GraphQLDeadlineOptions | undefined, ownsRequests = true): GraphQLHop {
+  // A server the plugin starts requests for has read their body by then: admission belongs before it.
+  if ((options as { admission?: unknown } | undefined)?.admission !== undefined) {
+    throw new InvalidArgumentError(
+      'admission',
+      "unset: a GraphQL plugin starts a request once its body is read; put admission on the server hop in front (@deadline/express, @deadline/fastify, @deadline/server's deadlineHandler)",
+      (options as { admission?: unknown }).admission,
+    );
+  }
   const resolved = resolveOptions<IncomingMessage>(options);
   const logger = checkObject('logger', options?.logger) as LineLogger | undefined;
   const graceMs = checkNumber('answerGraceMs', options?.answerGraceMs, { min: 0 }) ?? 100;

@@ -9,6 +9,7 @@ import type { IncomingMessage } from 'node:http';
 import { checkObject, monotonicNow } from '@deadline/core/internal';
 import type { DeadlineServerOptions, LineLogger, RequestDeadline } from '@deadline/server';
 import {
+  admitRequest,
   budgetReader,
   createParser,
   isLongLived,
@@ -92,6 +93,7 @@ export function deadline(options?: HonoDeadlineOptions): MiddlewareHandler<Deadl
   const host = rawHost(logger);
   const parser = createParser(resolved as never);
   const budgetOf = budgetReader<IncomingMessage>(resolved, parser, logger);
+  const admission = resolved.admission;
 
   return function deadlineMiddleware(c, next) {
     const arrivedAt = monotonicNow();
@@ -120,6 +122,10 @@ export function deadline(options?: HonoDeadlineOptions): MiddlewareHandler<Deadl
     c.set('deadline', state);
     // Refused (a budget below the route's minimum): answered already, nothing after this middleware runs.
     if (state.outcome !== undefined) return ALREADY_SENT;
+    if (admission !== undefined) {
+      const route = routeOf(c);
+      if (!admitRequest(admission, state, incoming, headers, route.key, logger, route.longLived)) return ALREADY_SENT;
+    }
     return state.context.run(runRest, c as Context<DeadlineEnv>, next, state);
   };
 }
@@ -155,10 +161,34 @@ function runRest(c: Context<DeadlineEnv>, next: Next, state: RequestState): Prom
  * ```
  */
 export function longLived(): MiddlewareHandler<DeadlineEnv> {
-  return function longLivedRoute(c, next: Next) {
+  const longLivedRoute: MiddlewareHandler<DeadlineEnv> = (c, next: Next) => {
     const state = c.get('deadline');
     if (!(state instanceof RequestState)) return next();
     state.makeLongLived();
     return state.context.run(next);
   };
+  LONG_LIVED_ROUTES.add(longLivedRoute);
+  return longLivedRoute;
+}
+
+/** The handlers {@link longLived} made: admission finds them among a request's matched routes before any runs. */
+const LONG_LIVED_ROUTES = new WeakSet<object>();
+
+/**
+ * The route a request is of, for admission: Hono matches every handler before the first runs, so the route is
+ * known here — the last one matched that is not a middleware (`app.use`, method `ALL`; `*` when none is, a 404) — and
+ * so is whether it is long-lived (a {@link longLived} among its handlers).
+ */
+function routeOf(c: Context): { key: string; longLived: boolean } {
+  // matchedRoutes is deprecated for hono/route's helper, which Hono before 4.7 lacks; the getter is in every 4.x.
+  const routes = c.req.matchedRoutes;
+  let key: string | undefined;
+  let longLived = false;
+  for (let i = routes.length - 1; i >= 0; i--) {
+    const route = routes[i];
+    if (route === undefined) continue;
+    if (LONG_LIVED_ROUTES.has(route.handler)) longLived = true;
+    if (key === undefined && route.method !== 'ALL') key = `${c.req.method} ${route.path}`;
+  }
+  return { key: key ?? `${c.req.method} *`, longLived };
 }

@@ -8,6 +8,7 @@ import { stream, streamText } from 'hono/streaming';
 import pino from 'pino';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { admissionSuite } from '../../server/test/admission.ts';
 import { conformanceSuite } from '../../server/test/conformance.ts';
 import { closeServer, type Harness, type LogLine, memoryDestination } from '../../server/test/harness.ts';
 import { longLivedSuite } from '../../server/test/long-lived.ts';
@@ -75,6 +76,7 @@ function honoHarness(caught: unknown[]): Harness {
 const caught: unknown[] = [];
 conformanceSuite(honoHarness(caught));
 longLivedSuite(honoHarness(caught));
+admissionSuite(honoHarness(caught));
 
 describe('hono middleware', () => {
   const logs: LogLine[] = [];

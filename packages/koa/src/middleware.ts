@@ -7,9 +7,11 @@ import type { IncomingMessage } from 'node:http';
 import { checkObject, monotonicNow } from '@deadline/core/internal';
 import type { DeadlineServerOptions, LineLogger, RequestDeadline } from '@deadline/server';
 import {
+  admitRequest,
   budgetReader,
   createParser,
   isLongLived,
+  LearnedRoutes,
   RequestState,
   rawHost,
   resolveOptions,
@@ -68,6 +70,12 @@ export function deadline(options?: KoaDeadlineOptions): Middleware {
   const host = rawHost(logger);
   const parser = createParser(resolved as never);
   const budgetOf = budgetReader<IncomingMessage>(resolved, parser, logger);
+  const admission = resolved.admission;
+  // @koa/router names the route that answered on the context (`_matchedRoute`), once it ran.
+  const routes = new LearnedRoutes<Context & { _matchedRoute?: unknown }>(
+    (ctx) => (typeof ctx._matchedRoute === 'string' ? ctx._matchedRoute : undefined),
+    (ctx) => (ctx.deadline as { longLived?: boolean } | undefined)?.longLived === true,
+  );
 
   return function deadlineMiddleware(ctx: Context, next: Next): Promise<unknown> | undefined {
     const arrivedAt = monotonicNow();
@@ -91,6 +99,10 @@ export function deadline(options?: KoaDeadlineOptions): Middleware {
     quietKoaErrors(ctx);
     // Refused (a budget below the route's minimum): answered already, nothing after this middleware runs.
     if (state.outcome !== undefined) return undefined;
+    if (admission !== undefined) {
+      const route = routes.of(req.method ?? 'GET', ctx.originalUrl, ctx.res, ctx);
+      if (!admitRequest(admission, state, req, headers, route.key, logger, route.longLived)) return undefined;
+    }
     return state.context.run(runRest, ctx, next, state);
   };
 }

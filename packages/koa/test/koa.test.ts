@@ -8,6 +8,7 @@ import koa2 from 'koa2';
 import pino from 'pino';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { admissionSuite } from '../../server/test/admission.ts';
 import { conformanceSuite } from '../../server/test/conformance.ts';
 import { closeServer, type Harness, type LogLine, listenApp, memoryDestination } from '../../server/test/harness.ts';
 import { longLivedSuite } from '../../server/test/long-lived.ts';
@@ -67,6 +68,7 @@ for (const [name, Framework] of [
   const emitted: unknown[] = [];
   conformanceSuite(koaHarness(name, Framework, emitted));
   longLivedSuite(koaHarness(name, Framework, emitted));
+  if (name === 'koa 3') admissionSuite(koaHarness(name, Framework, emitted));
 
   describe(`${name} middleware`, () => {
     const logs: LogLine[] = [];

@@ -8,6 +8,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Controller, Get, Module, Post, Req, Res, StreamableFile, type Type } from '@nestjs/common';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import { admissionSuite } from '../../server/test/admission.ts';
 import { conformanceSuite } from '../../server/test/conformance.ts';
 import type { Harness, LogLine, Route } from '../../server/test/harness.ts';
 import { longLivedSuite } from '../../server/test/long-lived.ts';
@@ -98,4 +99,5 @@ function nestHarness(platform: Platform): Harness {
 for (const platform of ['express', 'fastify'] as const) {
   conformanceSuite(nestHarness(platform));
   longLivedSuite(nestHarness(platform));
+  admissionSuite(nestHarness(platform));
 }

@@ -1,7 +1,9 @@
 /**
- * `@deadline/opentelemetry` — puts each outgoing call's deadline on the span OpenTelemetry's instrumentations
- * make for it: a span processor to add to the tracer provider.
+ * `@deadline/opentelemetry` — the deadline in OpenTelemetry: each outgoing call's deadline on the span its
+ * instrumentation makes (a span processor for the tracer provider), and the library's metrics (budgets at arrival
+ * and at each call, deadlines exceeded, cancels, admission refusals) recorded on a meter.
  * @packageDocumentation
  */
 
+export { type DeadlineMetricsOptions, recordDeadlineMetrics } from './metrics.js';
 export { DeadlineSpanProcessor } from './span-processor.js';

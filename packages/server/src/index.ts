@@ -5,6 +5,7 @@
  * @packageDocumentation
  */
 
+export type { AdmissionOptions } from './admission.js';
 export type { RequestBudget } from './budget.js';
 export { REQUEST_END_CHANNEL } from './diagnostics.js';
 export { type DeadlineHandlerOptions, type DeadlineRequest, deadlineHandler } from './node-handler.js';
@@ -17,4 +18,4 @@ export type {
   RouteLimits,
 } from './options.js';
 export type { RequestDeadline, RequestLine, RequestOutcome } from './request-deadline.js';
-export type { DeadlineAnswer, DeadlineExceededBody } from './respond.js';
+export type { DeadlineAnswer, DeadlineExceededBody, OverloadedBody } from './respond.js';

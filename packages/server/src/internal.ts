@@ -3,6 +3,7 @@
  * @packageDocumentation
  */
 
+export { admitRequest, type ResolvedAdmission, resolveAdmission } from './admission.js';
 export {
   budgetReader,
   createParser,
@@ -18,6 +19,7 @@ export {
   takeStartedRequest,
 } from './engine-paths.js';
 export { emitInContext, needsRequestContext, needsResponseContext } from './events-in-context.js';
+export { type LearnedRoute, LearnedRoutes } from './learned-routes.js';
 export {
   longLivedLimits,
   type ResolvedLimits,

@@ -4,6 +4,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { ErrorCode, findDeadlineError } from '@deadline/core';
 import { checkObject, findErrorWithCode, monotonicNow } from '@deadline/core/internal';
+import { admitRequest } from './admission.js';
 import { createParser, isLongLived, isTrusted, resolveBudget } from './budget.js';
 import { requestLogger } from './engine-paths.js';
 import { emitInContext, needsRequestContext, needsResponseContext } from './events-in-context.js';
@@ -56,6 +57,7 @@ export function deadlineHandler(
   const host = rawHost(logger);
   const parser = createParser(resolved as ResolvedOptions<never>);
   const trust = resolved.trust;
+  const admission = resolved.admission;
 
   return function handleWithDeadline(req: IncomingMessage, res: ServerResponse): void {
     const arrivedAt = monotonicNow();
@@ -67,6 +69,8 @@ export function deadlineHandler(
     const state = startRequest(req, res, headers, resolved as never, host, budget, arrivedAt, limits);
     (req as DeadlineRequest).deadline = state;
     if (state.outcome !== undefined) return;
+    // Without a router, a route is a method: the handler's requests told apart as far as can be known here.
+    if (admission !== undefined && !admitRequest(admission, state, req, headers, req.method ?? 'GET', logger)) return;
     emitInContext(req, state, needsRequestContext);
     emitInContext(res, state, needsResponseContext);
     state.context.run(invoke, handler, req as DeadlineRequest, res, state);

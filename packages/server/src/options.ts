@@ -13,6 +13,7 @@ import {
   MAX_TIMER_DELAY_MS,
 } from '@deadline/core/internal';
 import { ALL_DIALECTS, type DeadlineDialect } from '@deadline/core/wire';
+import { type AdmissionOptions, type ResolvedAdmission, resolveAdmission } from './admission.js';
 import type { DeadlineAnswer } from './respond.js';
 
 /**
@@ -121,6 +122,15 @@ export interface DeadlineServerOptions<Req = IncomingMessage> extends RouteLimit
    * (`graphqlDeadlineAnswer` of `@deadline/graphql`). A throwing shape falls back to the default.
    */
   answer?: DeadlineAnswerShape | undefined;
+  /**
+   * Admission: refuse at arrival — before the body is read and before any of the app's hooks or handlers run — a
+   * request that cannot finish in what is left of its budget. Each route learns its own time; the server measures
+   * its queue (event-loop delay). Under load, a request whose remaining budget cannot cover the queue plus its
+   * route's expected time is answered 503 with `Retry-After` and `X-Deadline-Refused-By`; one with less left than its
+   * route's fastest typical time, 504 as this hop's deadline. Long-lived requests and `exempt` ones are never
+   * refused. `true` takes the defaults ({@link AdmissionOptions}). Default off.
+   */
+  admission?: boolean | AdmissionOptions<Req> | undefined;
 }
 
 /**
@@ -168,6 +178,8 @@ export interface ResolvedOptions<Req> {
   /** `limits` for a long-lived request. */
   longLivedLimits: ResolvedLimits;
   answer: DeadlineAnswerShape | undefined;
+  /** Admission, when on. */
+  admission: ResolvedAdmission<Req> | undefined;
 }
 
 const DEFAULT_LIMITS: ResolvedLimits = Object.freeze({ defaultMs: 15_000, maxMs: 60_000, minMs: 10, longLived: false });
@@ -235,5 +247,6 @@ export function resolveOptions<Req>(options: DeadlineServerOptions<Req> | undefi
     longLived: checkFunction<(req: Req) => boolean>('longLived', given.longLived),
     longLivedLimits: longLivedLimits(limits),
     answer: checkFunction<DeadlineAnswerShape>('answer', given.answer),
+    admission: resolveAdmission<Req>(given.admission),
   };
 }

@@ -23,6 +23,7 @@ import {
   traceFrom,
 } from '@deadline/core';
 import {
+  type AdmissionRefusal,
   activeRequestSpan,
   monotonicNow,
   NEW_TRACE,
@@ -37,20 +38,21 @@ import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
 import type { RequestBudget } from './budget.js';
 import { hasRequestEndSubscribers, publishRequestEnd } from './diagnostics.js';
 import type { DeadlineAnswerShape, LineLogger, ResolvedLimits, ResolvedOptions } from './options.js';
-import { type DeadlineAnswer, deadlineAnswer } from './respond.js';
+import { type DeadlineAnswer, deadlineAnswer, overloadedAnswer } from './respond.js';
 import { finishWithResponse } from './response-end.js';
 import { annotateArrival, annotateEnd, annotateStop } from './span-attributes.js';
 
 /**
  * How a request ended, for its log line: in time (`ok`), out of time (`deadline_exceeded`), its client left or
- * it was cancelled (`cancelled`), or it failed otherwise (`error`, a 5xx).
+ * it was cancelled (`cancelled`), it failed otherwise (`error`, a 5xx), or admission refused it at arrival because
+ * the server was overloaded (`refused`, 503).
  *
  * @example
  * ```ts
  * if (request.deadline?.outcome === 'deadline_exceeded') metrics.increment('expired');
  * ```
  */
-export type RequestOutcome = 'ok' | 'deadline_exceeded' | 'cancelled' | 'error';
+export type RequestOutcome = 'ok' | 'deadline_exceeded' | 'cancelled' | 'error' | 'refused';
 
 /**
  * The end-of-request log line, one per request per hop.
@@ -83,6 +85,8 @@ export interface RequestLine {
   outcome: RequestOutcome;
   /** The hop whose deadline fired, when the outcome is `deadline_exceeded`. */
   exceededBy: string | undefined;
+  /** Why admission refused the request, when the outcome is `refused`. */
+  refused?: 'overloaded' | 'low-priority' | undefined;
 }
 
 /**
@@ -205,6 +209,8 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
    * see {@link DeadlineAnswerClaim}. Declared, not initialised: only such requests pay for it.
    */
   declare claim: DeadlineAnswerClaim | undefined;
+  /** Why admission refused the request, when it shed it (503). Declared, not initialised: only those pay for it. */
+  declare refusal: AdmissionRefusal | undefined;
   #root!: Scope;
   /** The logger the end-of-request line went to: calls that outlive the request are logged there too. */
   #logger: LineLogger | undefined;
@@ -278,21 +284,40 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
     return true;
   }
 
-  /** Refuses the request at once: its budget is below the route's minimum. */
-  refuse(minMs: number): void {
+  /**
+   * Refuses the request at once, as this hop's deadline (504): its budget is below the route's minimum (`minMs`), or
+   * what `message` says (admission: below the route's fastest typical time).
+   */
+  refuse(minMs: number | string): void {
     const error = new DeadlineExceededError({
       budgetMs: this.budget.budgetMs,
       elapsedMs: monotonicNow() - this.arrivedAt,
       phase: 'before-call',
       target: this.options.hop,
       hop: this.options.hop,
-      message: `not starting: ${Math.floor(this.budget.budgetMs)} ms left, this route needs at least ${minMs} ms`,
+      message:
+        typeof minMs === 'string'
+          ? minMs
+          : `not starting: ${Math.floor(this.budget.budgetMs)} ms left, this route needs at least ${minMs} ms`,
     });
     // Not an expiry (no onExpire): the caller arrived with too little time. Nothing ran: answered now, even where
     // the handler answers its deadline itself.
     this.#disown();
     this.#answer(error, false);
     this.context.cancel(error);
+  }
+
+  /**
+   * Refuses the request at once because the server is overloaded (admission): 503 with `Retry-After`, naming this
+   * hop; nothing of it ran. Its line says `refused`, at the level of requests that ended well: shedding is the
+   * server doing its job, and under load it is most requests.
+   */
+  shed(refusal: AdmissionRefusal): void {
+    this.#disown();
+    this.outcome = 'refused';
+    this.refusal = refusal;
+    const error = new CancelledError(`refused at arrival: ${refusal.reason}`, { reason: 'refused' });
+    if (this.host.answer(this, error)) this.answeredWith = 503;
   }
 
   /**
@@ -380,6 +405,8 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
    */
   answerOf(error: DeadlineExceededError | CancelledError): DeadlineAnswer {
     const elapsedMs = monotonicNow() - this.arrivedAt;
+    const refusal = this.refusal;
+    if (refusal !== undefined) return overloadedAnswer(refusal, this.options.hop);
     const shape = this.claim?.answer ?? this.options.answer;
     if (shape !== undefined && error instanceof DeadlineExceededError) {
       try {
@@ -557,7 +584,7 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
 
   #writeLine(statusCode: number): void {
     const outcome = this.outcome as RequestOutcome;
-    const level = outcome === 'ok' || outcome === 'cancelled' ? this.options.logLevel : 'warn';
+    const level = outcome === 'ok' || outcome === 'cancelled' || outcome === 'refused' ? this.options.logLevel : 'warn';
     const logger = level === false ? undefined : this.host.logger(this);
     // Build the line only for someone: a logger that logs at this level, or a diagnostics subscriber. This much
     // stays small enough for V8 to inline where a response ends; building the line is a call apart.
@@ -593,6 +620,7 @@ export class RequestState implements RequestDeadline, OutlivedReporter, StopOwne
       outcome,
       exceededBy: this.exceededBy,
     };
+    if (outcome === 'refused') line.refused = this.refusal?.reason as RequestLine['refused'];
     publishRequestEnd(line);
     this.#log(logger, level, line, `deadline: ${outcome}`);
   }

@@ -4,7 +4,8 @@
  */
 import type { ServerResponse } from 'node:http';
 import { CancelledError, type DeadlineExceededError } from '@deadline/core';
-import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
+import type { AdmissionRefusal } from '@deadline/core/internal';
+import { DEADLINE_EXCEEDED_BY_HEADER, DEADLINE_REFUSED_BY_HEADER } from '@deadline/core/wire';
 
 /**
  * The JSON body of a 504 sent because a deadline passed.
@@ -23,6 +24,29 @@ export interface DeadlineExceededBody {
   elapsedMs: number;
   /** The hop whose deadline fired (this one, or a downstream that reported its own). */
   exceededBy: string;
+}
+
+/**
+ * The JSON body of a 503 sent by a hop that refused a request at arrival because it was overloaded (admission).
+ *
+ * @example
+ * ```ts
+ * const body = (await res.json()) as OverloadedBody;
+ * if (body.error === 'overloaded') console.log(`${body.refusedBy}: ${body.neededMs} ms needed, ${body.remainingMs} left`);
+ * ```
+ */
+export interface OverloadedBody {
+  error: 'overloaded';
+  /** The hop that refused. */
+  refusedBy: string;
+  /** `overloaded`: its queue plus the route's time was more than was left; `low-priority`: shed first. */
+  reason: 'overloaded' | 'low-priority';
+  /** The request's remaining budget at arrival, in ms. */
+  remainingMs: number;
+  /** The queue plus the route's expected time, in ms. */
+  neededMs: number;
+  /** The server's queue (event-loop delay) at arrival, in ms. */
+  queueMs: number;
 }
 
 /**
@@ -57,6 +81,27 @@ export function deadlineAnswer(
   return {
     statusCode: 504,
     headers: { 'content-type': 'application/json; charset=utf-8', [DEADLINE_EXCEEDED_BY_HEADER]: exceededBy },
+    body: JSON.stringify(body),
+  };
+}
+
+/** @internal The 503 of a request shed at arrival: `Retry-After` and the hop that refused. */
+export function overloadedAnswer(refusal: AdmissionRefusal, hop: string): DeadlineAnswer {
+  const body: OverloadedBody = {
+    error: 'overloaded',
+    refusedBy: hop,
+    reason: refusal.reason === 'low-priority' ? 'low-priority' : 'overloaded',
+    remainingMs: Math.round(refusal.remainingMs),
+    neededMs: Math.round(refusal.neededMs),
+    queueMs: Math.round(refusal.queueMs),
+  };
+  return {
+    statusCode: 503,
+    headers: {
+      'content-type': 'application/json; charset=utf-8',
+      'retry-after': String(refusal.retryAfterS),
+      [DEADLINE_REFUSED_BY_HEADER]: hop,
+    },
     body: JSON.stringify(body),
   };
 }

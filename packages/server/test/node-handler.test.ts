@@ -7,6 +7,7 @@ import { CancelledError } from '@deadline/core';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { type DeadlineHandlerOptions, type DeadlineRequest, deadlineHandler } from '../src/index.ts';
+import { admissionSuite, openConnections, sendOn } from './admission.ts';
 import { conformanceSuite } from './conformance.ts';
 import { type Harness, type LogLine, memoryDestination } from './harness.ts';
 import { longLivedSuite } from './long-lived.ts';
@@ -63,6 +64,7 @@ const nodeHarness: Harness = {
 
 conformanceSuite(nodeHarness);
 longLivedSuite(nodeHarness);
+admissionSuite(nodeHarness);
 
 describe('deadlineHandler options', () => {
   it('are checked at creation, naming the option and the value', () => {
@@ -78,6 +80,13 @@ describe('deadlineHandler options', () => {
     expect(() => deadlineHandler(noop, { trust: 'yes' as never })).toThrow(/trust must be a function/);
     expect(() => deadlineHandler(noop, { onExpire: 1 as never })).toThrow(/onExpire must be a function/);
     expect(() => deadlineHandler(noop, { logLevel: 'loud' as never })).toThrow(/logLevel must be/);
+    expect(() => deadlineHandler(noop, { admission: 5 as never })).toThrow(
+      /admission must be true, false or an object/,
+    );
+    expect(() => deadlineHandler(noop, { admission: { quantile: 1 } })).toThrow(/admission.quantile must be/);
+    expect(() => deadlineHandler(noop, { admission: { exempt: 'health' as never } })).toThrow(
+      /admission.exempt must be a function/,
+    );
     expect(() => deadlineHandler(noop, { absolute: { skewMs: -1 } })).toThrow(/absolute.skewMs/);
     expect(() => deadlineHandler(noop, { minMs: 100, defaultMs: 50 })).toThrow(/minMs must be at most defaultMs/);
     expect(() => deadlineHandler(noop, { answer: {} as never })).toThrow(/answer must be a function/);
@@ -200,6 +209,56 @@ describe('deadlineHandler on an HTTP/2 server (h2c)', () => {
     } finally {
       session.close();
       await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
+
+describe('deadlineHandler admission', () => {
+  it("reads a caller's urgency only from a trusted caller, and an exempt predicate that throws counts as exempt", async () => {
+    const logs: LogLine[] = [];
+    let sockets: Awaited<ReturnType<typeof openConnections>> = [];
+    let during: Promise<unknown[]> | undefined;
+    const server = createServer(
+      deadlineHandler(
+        (req, res) => {
+          if (req.url === '/block') {
+            // Written now, read once the loop is free again: they arrive on a loop just busy for 200 ms.
+            during = Promise.all([
+              sendOn(sockets[0] as never, '/work', { 'x-request-deadline': '150', priority: 'u=0' }),
+              sendOn(sockets[1] as never, '/health', { 'x-request-deadline': '150' }),
+            ]);
+            const until = performance.now() + 200;
+            while (performance.now() < until);
+          }
+          res.end('ok');
+        },
+        {
+          serviceName: 'untrusting',
+          logger: pino(memoryDestination(logs)),
+          admission: {
+            exempt: (req) => {
+              if (req.url === '/health') throw new Error('the predicate failed');
+              return false;
+            },
+          },
+        },
+      ),
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      sockets = await openConnections(url, 2);
+      const block = await openConnections(url, 1);
+      expect((await sendOn(block[0] as never, '/block', {})).status).toBe(200);
+      const [work, health] = (await during) as { status: number }[];
+      // u=0 from a caller not trusted: ignored, judged as any other (the queue is longer than its budget).
+      expect(work?.status).toBe(503);
+      expect(health?.status).toBe(200);
+      expect(logs.some((line) => /the admission.exempt hook threw/.test(String(line.msg)))).toBe(true);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      server.closeAllConnections();
+      server.close();
     }
   });
 });

@@ -7,6 +7,7 @@
  * (`runWithCall`); `DeadlineSpanProcessor` (`@deadline/opentelemetry`), seeing a span start there, hands it to
  * the call. Without a registered processor `runWithCall` is a plain call: one read of a global counter.
  */
+import { hasCallCancelSubscribers } from '../diagnostics.js';
 import { openTelemetry } from './api.js';
 
 /** How many `DeadlineSpanProcessor`s are live, process-wide (two copies of this package share it). */
@@ -33,9 +34,18 @@ export function registerCallSpans(): () => void {
   };
 }
 
-/** Whether a processor wants call spans. @internal */
-export function callSpansWanted(): boolean {
+/** Whether a processor is live. */
+function processorsLive(): boolean {
   return ((globalThis as WithProcessors)[kProcessors] ?? 0) > 0;
+}
+
+/**
+ * Whether what a call learns of its stop is wanted: by a processor (for the call's span), or by a subscriber to
+ * `deadline:call:cancel` (metrics). An adapter that must listen for the server's confirmation of a stop (pg's 57014)
+ * listens then. @internal
+ */
+export function callSpansWanted(): boolean {
+  return processorsLive() || hasCallCancelSubscribers();
 }
 
 /**
@@ -43,7 +53,7 @@ export function callSpansWanted(): boolean {
  * otherwise. @internal
  */
 export function runWithCall<R>(call: object, fn: () => R): R {
-  if (!callSpansWanted()) return fn();
+  if (!processorsLive()) return fn();
   const otel = openTelemetry();
   if (otel === undefined) return fn();
   return otel.context.with(otel.context.active().setValue(OUTGOING_CALL_KEY, call), fn);

@@ -70,6 +70,17 @@ export const ENVOY_UPSTREAM_TIMEOUT_HEADER = 'x-envoy-upstream-rq-timeout-ms';
 export const DEADLINE_EXCEEDED_BY_HEADER = 'x-deadline-exceeded-by';
 
 /**
+ * Sent back with a 503 by a hop that refused a request at arrival because it was overloaded (admission), naming
+ * that hop; `Retry-After` comes with it.
+ *
+ * @example
+ * ```ts
+ * if (response.status === 503) log.warn({ by: response.headers.get(DEADLINE_REFUSED_BY_HEADER) }, 'shed');
+ * ```
+ */
+export const DEADLINE_REFUSED_BY_HEADER = 'x-deadline-refused-by';
+
+/**
  * A header dialect: `deadline` (ours), `grpc`, `connect`, `envoy`.
  * Reading `envoy` means `x-envoy-expected-rq-timeout-ms`; writing it means `x-envoy-upstream-rq-timeout-ms`.
  *
