@@ -106,6 +106,50 @@ it('the overload benchmark runs alone with its stock query on MariaDB, in quick 
   }
 }, 150_000);
 
+it('the overload benchmark runs its CPU-bound chain, four variants, in quick mode', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'deadline-overload-cpu-'));
+  try {
+    await promisify(execFile)(process.execPath, [overloadMain, '--bottleneck', 'cpu', '--quick'], {
+      cwd: dir,
+      timeout: 120_000,
+    });
+    const report = JSON.parse(await readFile(join(dir, 'overload-cpu-report.json'), 'utf8'));
+    expect(report.skipped).toBeNull();
+    expect(report.setup.bottleneck).toBe('cpu');
+    expect(report.setup.cpuMsPerHop).toBeGreaterThan(0);
+    expect(report.setup.budgetMix.map((b: { ms: number }) => b.ms)).toEqual([1000, 500, 250]);
+    expect(report.variants.map((v: { variant: string }) => v.variant)).toEqual([
+      'library',
+      'library+admission',
+      'library+under-pressure',
+      'baseline',
+    ]);
+    for (const variant of report.variants) {
+      const [level] = variant.levels;
+      expect(level.refusedShare).toBeGreaterThanOrEqual(0);
+      expect(Object.keys(level.refusedAt)).toEqual(['gateway', 'orders', 'inventory']);
+      expect(level.databaseCpu).not.toBeNull();
+      // Every hop's handlers did their CPU work, and it was attributed to requests and shipped to the runner —
+      // unless all of the level was refused (under-pressure or admission may, on a loaded machine).
+      if (level.refused < level.sent) expect(level.handlerCpu.busyMs).toBeGreaterThan(0);
+    }
+    expect(report.goals.cpu).not.toBeNull();
+    expect(report.goals.admissionCost).not.toBeNull();
+    const chart = await readFile(join(dir, 'overload-cpu-chart.svg'), 'utf8');
+    expect(chart).toMatch(/^<svg/);
+    for (const label of [
+      'fixed timeouts only',
+      'with the library',
+      'library + under-pressure',
+      'library with admission',
+    ]) {
+      expect(chart).toContain(`goodput, ${label}`);
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}, 150_000);
+
 it('the overload benchmark runs across RabbitMQ, in quick mode', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'deadline-overload-broker-'));
   try {
@@ -131,4 +175,18 @@ it('bench:overload names a bad argument and exits 2', async () => {
   );
   expect(failed).toMatchObject({ code: 2 });
   expect((failed as { stderr: string }).stderr).toMatch(/--database takes postgres or mariadb, not oracle/);
+});
+
+it('bench:overload names a bad bottleneck or variant and exits 2', async () => {
+  for (const [args, said] of [
+    [['--bottleneck', 'disk'], /--bottleneck takes pool or cpu, not disk/],
+    [['--variants', 'library,retries'], /--variants takes .*, not retries/],
+    [['--variants', 'baseline'], /--variants must include library/],
+  ] as const) {
+    const failed = await promisify(execFile)(process.execPath, [overloadMain, ...args]).catch(
+      (error: { code?: number; stderr?: string }) => error,
+    );
+    expect(failed).toMatchObject({ code: 2 });
+    expect((failed as { stderr: string }).stderr).toMatch(said);
+  }
 });

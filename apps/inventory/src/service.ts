@@ -5,10 +5,10 @@
  * killed (MariaDB) when the request's budget runs out.
  */
 import { currentContext, isDeadlineError } from '@deadline/core';
-import fastifyDeadline from '@deadline/fastify';
+import fastifyDeadline, { type FastifyDeadlineOptions } from '@deadline/fastify';
 import { withDeadline as withMysql } from '@deadline/mysql';
 import { withDeadline } from '@deadline/pg';
-import Fastify from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import type { Pool as MysqlPool, RowDataPacket } from 'mysql2/promise';
 import type pg from 'pg';
 import type { Logger } from 'pino';
@@ -55,6 +55,23 @@ export interface InventoryOptions {
    * library, as the demo runs it.
    */
   baseline?: boolean | undefined;
+  /**
+   * For the overload benchmark's CPU-bound chain: the stock query reads its row at once (no `pg_sleep`, no
+   * `SLEEP`; `?workMs=` is ignored). Default false.
+   */
+  shortQuery?: boolean | undefined;
+  /**
+   * For the overload benchmark's CPU-bound chain: called first in the route's handler, with the request's `?rid=`
+   * (the work a real handler does on its own event loop). Default: none.
+   */
+  handlerWork?: ((rid: string | undefined) => void) | undefined;
+  /**
+   * For the overload benchmark: the deadline plugin's `admission` option (not with `baseline`).
+   * Default: not set.
+   */
+  admission?: FastifyDeadlineOptions['admission'];
+  /** For the overload benchmark: plugins registered before everything else (`@fastify/under-pressure`). */
+  register?: ((app: FastifyInstance) => PromiseLike<unknown>) | undefined;
 }
 
 export interface Inventory {
@@ -73,18 +90,21 @@ export async function startInventory(options: InventoryOptions): Promise<Invento
   const mariadb = options.mariadb === undefined ? undefined : stockQuery(options);
   const reports: InventoryReport[] = [];
   const app = Fastify({ loggerInstance: options.logger.child({ service: 'inventory' }), forceCloseConnections: true });
+  if (options.register !== undefined) await options.register(app as unknown as FastifyInstance);
   // `baseline`: no deadline plugin (no budget read, nothing stopped).
   if (options.baseline !== true) {
     await app.register(fastifyDeadline, {
       serviceName: 'inventory',
       defaultMs: options.defaultMs ?? 10_000,
       maxMs: 60_000,
+      admission: options.admission,
     });
   }
 
   app.get('/stock/:sku', async (request, reply) => {
     const { sku } = request.params as { sku: string };
     const query = request.query as { workMs?: string; fail?: string; rid?: string; db?: string };
+    options.handlerWork?.(query.rid);
     const workMs = Math.min(Math.max(Number(query.workMs ?? 20) || 0, 0), 30_000);
     const started = performance.now();
     const report: InventoryReport = {
@@ -126,6 +146,12 @@ function stockQuery(options: InventoryOptions): StockQuery {
   if (options.mariadb !== undefined) {
     // `baseline`: the plain pool, never killed.
     const db = baseline ? options.mariadb : withMysql(options.mariadb, { name: 'inventory-db' });
+    if (options.shortQuery === true) {
+      return async (sku) => {
+        const [rows] = await db.query<RowDataPacket[]>('SELECT ? AS sku, 7 AS available', [sku]);
+        return rows[0];
+      };
+    }
     return async (sku, workMs) => {
       // SLEEP stands for a slow query, and shows in the processlist.
       const [rows] = await db.query<RowDataPacket[]>(
@@ -141,6 +167,9 @@ function stockQuery(options: InventoryOptions): StockQuery {
   const db: { query(text: string, values: unknown[]): Promise<{ rows: unknown[] }> } = baseline
     ? pool
     : withDeadline(pool, { name: 'inventory-db' });
+  if (options.shortQuery === true) {
+    return async (sku) => (await db.query('SELECT $1::text AS sku, 7 AS available', [sku])).rows[0];
+  }
   return async (sku, workMs) => {
     // The work is on the database: pg_sleep stands for a slow query, and shows in pg_stat_activity.
     const { rows } = await db.query('SELECT $1::text AS sku, 7 AS available FROM pg_sleep($2::float8 / 1000)', [

@@ -21,7 +21,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { runWithDeadline } from '@deadline/core';
-import { deadlineErrors, deadline as expressDeadline } from '@deadline/express';
+import { deadlineErrors, type ExpressDeadlineOptions, deadline as expressDeadline } from '@deadline/express';
 import { createFetch } from '@deadline/http';
 import { enqueue, runInBackground } from '@deadline/jobs';
 import { withDeadline as withPg } from '@deadline/pg';
@@ -56,6 +56,16 @@ export interface OrdersOptions {
    * `ownTimeoutMs` says otherwise). Default false: the library, as the demo runs it.
    */
   baseline?: boolean | undefined;
+  /**
+   * For the overload benchmark's CPU-bound chain: called first in `GET /orders/:id`'s handler, with the request's
+   * `?rid=` (the work a real handler does on its own event loop). Default: none.
+   */
+  handlerWork?: ((rid: string | undefined) => void) | undefined;
+  /**
+   * For the overload benchmark: the deadline middleware's `admission` option (not with
+   * `baseline`). Default: not set.
+   */
+  admission?: ExpressDeadlineOptions['admission'];
 }
 
 export interface Orders {
@@ -84,7 +94,15 @@ export async function startOrders(options: OrdersOptions): Promise<Orders> {
   const app = express();
   // `baseline`: no deadline middleware (no budget read, nothing stopped).
   if (options.baseline !== true) {
-    app.use(expressDeadline({ serviceName: 'orders', defaultMs: 10_000, maxMs: 60_000, logger: options.logger }));
+    app.use(
+      expressDeadline({
+        serviceName: 'orders',
+        defaultMs: 10_000,
+        maxMs: 60_000,
+        logger: options.logger,
+        admission: options.admission,
+      }),
+    );
   }
 
   if (options.baseline !== true) await chargeRoutes(app, db, options.pool);
@@ -93,6 +111,7 @@ export async function startOrders(options: OrdersOptions): Promise<Orders> {
     try {
       const id = Number(req.params.id) || 1;
       const q = req.query as Record<string, string | undefined>;
+      options.handlerWork?.(q.rid);
       const ownTimeoutMs = Number(q.ownTimeoutMs) || (options.baseline === true ? 4_000 : 5_000);
       if (q.burnMs) await sleep(Math.min(Number(q.burnMs) || 0, 10_000));
 

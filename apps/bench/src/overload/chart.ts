@@ -1,19 +1,34 @@
 /**
  * The overload benchmark as an SVG chart, a plain string (no dependencies): goodput (left axis, req/s) and dead
- * work (right axis, % of the database's busy time) against the load (× capacity), with the library and without.
+ * work (right axis, % of the database's busy time; on the CPU-bound chain, of handler CPU and database time) against
+ * the load (× capacity), one line of each per variant run (with the library and without; with under-pressure, with
+ * admission).
  */
 
 import { escapeXml, fixed, niceScale, svgText as text } from '../shared/svg.js';
-import type { OverloadReport } from './overload.js';
+import type { LevelResult, OverloadReport } from './overload.js';
+import type { ChainVariant } from './overload-protocol.js';
 
 const WIDTH = 760;
-const HEIGHT = 480;
-const MARGIN = { top: 96, right: 70, bottom: 58, left: 70 };
-const COLORS = { library: '#1f6feb', baseline: '#d9480f' } as const;
-const LABELS = { library: 'with the library', baseline: 'fixed timeouts only' } as const;
+const COLORS: Record<ChainVariant, string> = {
+  library: '#1f6feb',
+  baseline: '#d9480f',
+  'library+under-pressure': '#9c36b5',
+  'library+admission': '#2b8a3e',
+};
+const LABELS: Record<ChainVariant, string> = {
+  library: 'with the library',
+  baseline: 'fixed timeouts only',
+  'library+under-pressure': 'library + under-pressure',
+  'library+admission': 'library with admission',
+};
 
 /** Renders the report as a standalone SVG document. */
 export function renderOverloadChart(report: OverloadReport): string {
+  // One legend row per variant: two fit above the plot as it always was; more push it down.
+  const extraRows = Math.max(0, report.variants.length - 2);
+  const HEIGHT = 480 + extraRows * 16;
+  const MARGIN = { top: 96 + extraRows * 16, right: 70, bottom: 58, left: 70 };
   const open = `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}" viewBox="0 0 ${WIDTH} ${HEIGHT}" font-family="system-ui, -apple-system, 'Segoe UI', sans-serif" font-size="12" role="img"><title>Goodput and dead work against load, with the library and with fixed per-hop timeouts</title>`;
   const background = `<rect width="${WIDTH}" height="${HEIGHT}" fill="#ffffff"/>`;
   const title = text(
@@ -33,6 +48,11 @@ export function renderOverloadChart(report: OverloadReport): string {
   }
   const setup = report.setup;
   const capacity = report.capacity;
+  const cpuBound = setup.bottleneck === 'cpu';
+  const deadWorkOf = (l: LevelResult) => (cpuBound ? l.deadWork : l.database.deadWork);
+  const budgets = setup.budgetMix
+    .map((b) => `${Math.round(b.share * 100)} % ${b.ms >= 1000 ? `${b.ms / 1000} s` : `${b.ms} ms`}`)
+    .join(', ');
   const multipliers = [...new Set(report.variants.flatMap((v) => v.levels.map((l) => l.multiplier)))].sort(
     (a, b) => a - b,
   );
@@ -50,7 +70,9 @@ export function renderOverloadChart(report: OverloadReport): string {
     text(
       MARGIN.left,
       44,
-      `Three-hop chain, pg_sleep(${setup.workMs} ms) on a pool of ${setup.poolSize}, ${setup.budgetMs} ms client budget; capacity ${capacity} req/s${report.quick ? ' (quick run: not a measurement)' : ''}`,
+      cpuBound
+        ? `Three-hop chain, ${setup.cpuMsPerHop} ms of CPU per request per hop; budgets ${budgets}; capacity ${capacity} req/s${report.quick ? ' (quick run)' : ''}`
+        : `Three-hop chain, pg_sleep(${setup.workMs} ms) on a pool of ${setup.poolSize}, ${setup.budgetMs} ms client budget; capacity ${capacity} req/s${report.quick ? ' (quick run: not a measurement)' : ''}`,
       'fill="#555" font-size="11"',
     ),
   );
@@ -93,7 +115,7 @@ export function renderOverloadChart(report: OverloadReport): string {
     text(
       0,
       0,
-      'dead work (% of DB busy time) — dashed',
+      cpuBound ? 'dead work (% of handler + DB CPU) — dashed' : 'dead work (% of DB busy time) — dashed',
       `transform="translate(${WIDTH - 14} ${MARGIN.top + plotH / 2}) rotate(90)" text-anchor="middle" fill="#333"`,
     ),
   );
@@ -124,17 +146,17 @@ export function renderOverloadChart(report: OverloadReport): string {
         `<circle cx="${fixed(px(l.multiplier))}" cy="${fixed(pyLeft(l.goodput))}" r="4" fill="${color}"><title>${escapeXml(`${LABELS[variant.variant]}, ${l.multiplier}×: ${l.goodput} answers/s in time`)}</title></circle>`,
       );
     }
-    const dead = levels.filter((l) => l.database.deadWork !== null);
+    const dead = levels.filter((l) => deadWorkOf(l) !== null);
     if (dead.length > 0) {
-      const points = dead.map((l) => `${fixed(px(l.multiplier))},${fixed(pyRight(l.database.deadWork as number))}`);
+      const points = dead.map((l) => `${fixed(px(l.multiplier))},${fixed(pyRight(deadWorkOf(l) as number))}`);
       parts.push(
         `<polyline points="${points.join(' ')}" fill="none" stroke="${color}" stroke-width="2" stroke-dasharray="7 5"/>`,
       );
       for (const l of dead) {
         const cx = px(l.multiplier);
-        const cy = pyRight(l.database.deadWork as number);
+        const cy = pyRight(deadWorkOf(l) as number);
         parts.push(
-          `<rect x="${fixed(cx - 4)}" y="${fixed(cy - 4)}" width="8" height="8" fill="#fff" stroke="${color}" stroke-width="2"><title>${escapeXml(`${LABELS[variant.variant]}, ${l.multiplier}×: ${((l.database.deadWork as number) * 100).toFixed(1)} % dead work`)}</title></rect>`,
+          `<rect x="${fixed(cx - 4)}" y="${fixed(cy - 4)}" width="8" height="8" fill="#fff" stroke="${color}" stroke-width="2"><title>${escapeXml(`${LABELS[variant.variant]}, ${l.multiplier}×: ${((deadWorkOf(l) as number) * 100).toFixed(1)} % dead work`)}</title></rect>`,
         );
       }
     }

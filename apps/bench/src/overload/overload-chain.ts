@@ -10,6 +10,11 @@
  * parameters: orders reads order `<rid>`, inventory's stock query is for `sku-<rid>`. The library's own
  * `SET statement_timeout` belongs to the statement that follows it on the connection, its `RESET` to the one
  * before.
+ *
+ * Every request's handler is recorded too, with its rid, when it began and (on the CPU-bound chain, `cpuMs` set)
+ * when the fixed CPU time it spends first (cpu-work.ts) ended and what it used (`process.cpuUsage()`: user +
+ * system, µs). A request that reached the hop without its handler running
+ * was answered at arrival: refused (by admission, or by `@fastify/under-pressure`).
  */
 
 import { subscribe } from 'node:diagnostics_channel';
@@ -18,11 +23,20 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { startGateway } from '@deadline/demo-gateway';
 import { startInventory } from '@deadline/demo-inventory';
 import { startOrders } from '@deadline/demo-orders';
+import underPressure from '@fastify/under-pressure';
+import type { FastifyInstance } from 'fastify';
 import mysql from 'mysql2';
 import { createPool as createMysqlPool, type Pool as MysqlPool } from 'mysql2/promise';
 import pg from 'pg';
 import pino from 'pino';
-import type { ChainMessage, ParentMessage, ServiceConfig, StatementRecord } from './overload-protocol.js';
+import { spendCpu } from './cpu-work.js';
+import type {
+  ChainMessage,
+  HandlerRecord,
+  ParentMessage,
+  ServiceConfig,
+  StatementRecord,
+} from './overload-protocol.js';
 
 const config = JSON.parse(process.argv[2] ?? '{}') as ServiceConfig;
 const send = (message: ChainMessage) => process.send?.(message);
@@ -143,6 +157,50 @@ subscribe('http.server.request.start', (data) => {
   if (rid !== undefined) arrivals.push([Number(rid), performance.now()]);
 });
 
+/** Handlers that ran, not yet collected. */
+let handlers: HandlerRecord[] = [];
+
+/** What each request's handler does first: its CPU work (none on the pool-bound chain), recorded with its rid. */
+function handlerWork(cpuMs: number): (rid: string | undefined) => void {
+  if (cpuMs === 0) {
+    return (rid) => {
+      const id = Number(rid);
+      if (rid !== undefined && Number.isInteger(id)) {
+        const now = performance.now();
+        handlers.push([id, now, now, 0]);
+      }
+    };
+  }
+  return (rid) => {
+    const startedAt = performance.now();
+    const used = spendCpu(cpuMs);
+    const id = Number(rid);
+    if (rid !== undefined && Number.isInteger(id)) handlers.push([id, startedAt, performance.now(), used]);
+  };
+}
+
+/**
+ * `@fastify/under-pressure` 9.2.0 as its README's "Usage" section registers it (the only settings it gives; it says
+ * nothing more for production), on the fastify hops only:
+ *
+ *     fastify.register(require('@fastify/under-pressure'), {
+ *       maxEventLoopDelay: 1000,
+ *       maxHeapUsedBytes: 100000000,
+ *       maxRssBytes: 100000000,
+ *       maxEventLoopUtilization:0.98
+ *     })
+ *
+ * but for its two memory thresholds, left at 0 (not checked, the plugin's default): these processes sit at
+ * 90–115 MB of RSS at rest, and with `maxRssBytes: 100000000` it refused every request, from the start (a quick
+ * run: 100 % refused); memory is not what this benchmark loads. Everything else at its default: metrics sampled every
+ * 1 000 ms (`sampleInterval`), the event-loop delay judged by its mean over the sample (less its 10 ms
+ * resolution), utilisation cumulative since registration (`eventLoopUtilizationMode: 'cumulative'`), a refused
+ * request answered 503 with `Retry-After: 10`. Registered before the deadline plugin, so its `onRequest` hook runs
+ * first: a refusal runs no handler.
+ */
+const UNDER_PRESSURE = { maxEventLoopDelay: 1000, maxEventLoopUtilization: 0.98 };
+const registerUnderPressure = (app: FastifyInstance) => app.register(underPressure, UNDER_PRESSURE);
+
 /** Requests waiting in mysql2's own queue (it publishes no count: the length of its list of waiters). */
 function mysqlWaiting(pool: MysqlPool | undefined): number {
   return (
@@ -157,12 +215,32 @@ loopDelay.enable();
 
 try {
   const baseline = config.variant === 'baseline';
+  const cpuBound = config.cpuMs !== undefined;
+  // The variant's own options for a hop: `admission: true` (passed on untyped: see the demo apps), under-pressure
+  // on the fastify hops.
+  const variantOptions = {
+    baseline,
+    handlerWork: handlerWork(config.cpuMs ?? 0),
+    ...(config.variant === 'library+admission' ? { admission: true } : {}),
+  };
+  const fastifyOptions = {
+    ...variantOptions,
+    ...(config.variant === 'library+under-pressure' ? { register: registerUnderPressure } : {}),
+  };
   const Client = TimedClient as unknown as typeof pg.Client;
   const onMariadb = config.service === 'inventory' && config.stockDatabase === 'mariadb';
+  // The CPU-bound chain's pools are large (they must never be what binds: under a busy loop each statement holds its
+  // connection for as long as the loop takes to read the answer), and four chains share Postgres's 100 connections:
+  // what a pool does not use for a second it closes (one chain runs at a time), and it opens a few at the start only.
   const pool =
     config.service === 'gateway' || onMariadb
       ? undefined
-      : new pg.Pool({ connectionString: config.postgresUrl, max: config.poolSize, Client });
+      : new pg.Pool({
+          connectionString: config.postgresUrl,
+          max: config.poolSize,
+          Client,
+          ...(cpuBound ? { idleTimeoutMillis: 1_000 } : {}),
+        });
   let mariadb: MysqlPool | undefined;
   if (onMariadb) {
     timeMysqlStatements();
@@ -171,25 +249,27 @@ try {
   // Open every connection now, so no request pays for one.
   const open = (): Promise<unknown> =>
     mariadb !== undefined ? mariadb.query('SELECT 1') : (pool as pg.Pool).query('SELECT 1');
-  if (pool !== undefined || mariadb !== undefined) await Promise.all(Array.from({ length: config.poolSize }, open));
+  const opened = cpuBound ? Math.min(config.poolSize, 4) : config.poolSize;
+  if (pool !== undefined || mariadb !== undefined) await Promise.all(Array.from({ length: opened }, open));
   // Quiet: a log line per request would cost more CPU than the service does.
   const logger = pino({ level: 'silent' });
   const upstream = config.upstreamUrl ?? '';
   let url: string;
   let forget = () => {};
   if (config.service === 'inventory') {
-    const inventory = await startInventory({ pool, mariadb, logger, baseline });
+    const inventory = await startInventory({ pool, mariadb, logger, shortQuery: cpuBound, ...fastifyOptions });
     url = inventory.url;
     // inventory keeps one report per request for the demo; nobody reads them here.
     forget = () => {
       inventory.reports.length = 0;
     };
   } else if (config.service === 'orders') {
-    url = (await startOrders({ inventoryUrl: upstream, pool: pool as pg.Pool, logger, baseline })).url;
+    url = (await startOrders({ inventoryUrl: upstream, pool: pool as pg.Pool, logger, ...variantOptions })).url;
   } else {
-    url = (await startGateway({ ordersUrl: upstream, logger, baseline })).url;
+    url = (await startGateway({ ordersUrl: upstream, logger, ...fastifyOptions })).url;
   }
   ended = [];
+  handlers = [];
 
   process.on('message', (message: ParentMessage) => {
     if (message.type === 'clock') send({ type: 'clock', seq: message.seq, now: performance.now() });
@@ -199,12 +279,15 @@ try {
       ended = [];
       const arrived = arrivals;
       arrivals = [];
+      const handled = handlers;
+      handlers = [];
       forget();
       send({
         type: 'collected',
         seq: message.seq,
         statements,
         arrivals: arrived,
+        handlers: handled,
         waiting: pool?.waitingCount ?? mysqlWaiting(mariadb),
         cpuMicros: cpu.user + cpu.system,
         loopDelayP99Ms: loopDelay.percentile(99) / 1e6,

@@ -49,17 +49,28 @@ export class BudgetedClient {
   /** The gateway; changes when the chain is restarted. */
   url: string;
   readonly #query: string;
+  /** Every request's budget, or the longest of them when `budgetOf` gives each its own. */
   readonly budgetMs: number;
+  /** Each request's own budget by its rid (at most `budgetMs`); unset: `budgetMs` for all. May be changed between runs. */
+  budgetOf: ((rid: number) => number) | undefined;
   /** Every request sent, in order. */
   readonly records: RequestRecord[] = [];
   #pending = 0;
   #nextRid: () => number;
 
-  constructor(options: { url: string; workMs: number; budgetMs: number; nextRid: () => number }) {
+  /** `budgetOf`: each request's own budget, by its rid (a mix of budgets); at most `budgetMs`. */
+  constructor(options: {
+    url: string;
+    workMs: number;
+    budgetMs: number;
+    nextRid: () => number;
+    budgetOf?: ((rid: number) => number) | undefined;
+  }) {
     this.url = options.url;
     this.#query = `workMs=${options.workMs}`;
     this.budgetMs = options.budgetMs;
     this.#nextRid = options.nextRid;
+    this.budgetOf = options.budgetOf;
   }
 
   /** Requests not settled yet. */
@@ -69,16 +80,17 @@ export class BudgetedClient {
 
   /** Sends one request; resolves when it settled (never rejects). */
   async send(scheduledAt = performance.now()): Promise<RequestRecord> {
-    const record = pendingRecord(this.#nextRid(), scheduledAt, performance.now(), this.budgetMs);
-    const { rid } = record;
+    const rid = this.#nextRid();
+    const budgetMs = this.budgetOf === undefined ? this.budgetMs : Math.min(this.budgetMs, this.budgetOf(rid));
+    const record = pendingRecord(rid, scheduledAt, performance.now(), budgetMs);
     this.records.push(record);
     this.#pending++;
     const abort = new AbortController();
-    const timer = setTimeout(() => abort.abort(), this.budgetMs);
+    const timer = setTimeout(() => abort.abort(), budgetMs);
     try {
       const response = await request(`${this.url}/orders/${rid}?${this.#query}&rid=${rid}`, {
         dispatcher: this.#agent,
-        headers: { 'x-request-deadline': String(this.budgetMs) },
+        headers: { 'x-request-deadline': String(budgetMs) },
         signal: abort.signal,
       });
       await response.body.text();

@@ -3,8 +3,22 @@
  * the IPC channel. Times are the service process's `performance.now()`; the runner maps them onto its own clock.
  */
 
-/** Which chain: the services with the library, or the same services with fixed per-hop timeouts only. */
-export type ChainVariant = 'library' | 'baseline';
+/**
+ * Which chain: the services with the library, or the same services with fixed per-hop timeouts only; or the library
+ * with `@fastify/under-pressure` on its two fastify hops (gateway, inventory: orders is express, which it does not
+ * serve), or with the deadline plugin's and middleware's `admission: true` on every hop.
+ */
+export type ChainVariant = 'library' | 'baseline' | 'library+under-pressure' | 'library+admission';
+
+export const CHAIN_VARIANTS: readonly ChainVariant[] = [
+  'library',
+  'baseline',
+  'library+under-pressure',
+  'library+admission',
+];
+
+/** What limits the chain: inventory's pool of 5 on `pg_sleep(50 ms)`, or each hop's event loop (CPU per request). */
+export type Bottleneck = 'pool' | 'cpu';
 
 /** Where inventory's stock query runs: Postgres (`pg_sleep`), or MariaDB through mysql2 (`SLEEP`). */
 export type StockDatabase = 'postgres' | 'mariadb';
@@ -24,6 +38,11 @@ export interface ServiceConfig {
   poolSize: number;
   /** The next hop (orders' inventory, gateway's orders). */
   upstreamUrl?: string | undefined;
+  /**
+   * The CPU-bound chain: the CPU each request's handler spends first (ms, cpu-work.ts), and the stock query reads its
+   * row at once. Absent: the pool-bound chain (no work in the handler, `pg_sleep`).
+   */
+  cpuMs?: number | undefined;
 }
 
 /** What a statement was: a request's own (inventory's stock query, orders' read), or the library's SET/RESET. */
@@ -36,6 +55,13 @@ export type StatementKind = (typeof STATEMENT_KINDS)[number];
  * index into `STATEMENT_KINDS`.
  */
 export type StatementRecord = [rid: number, startedAt: number, endedAt: number, kind: number];
+
+/**
+ * One request's handler on a hop: `[rid, startedAt, endedAt, cpuMicros]` — when it began, when its CPU work (if any)
+ * ended, and the process CPU time that work took (0 on the pool-bound chain, where the handler does none). A request
+ * that reached a hop and has no such record there was answered before its handler ran (refused at arrival).
+ */
+export type HandlerRecord = [rid: number, startedAt: number, endedAt: number, cpuMicros: number];
 
 export type ParentMessage = { type: 'clock'; seq: number } | { type: 'collect'; seq: number };
 
@@ -50,6 +76,8 @@ export type ChainMessage =
       statements: StatementRecord[];
       /** Requests that reached this service since the last collection: `[rid, arrivedAt]`. */
       arrivals: [rid: number, arrivedAt: number][];
+      /** Handlers that ran since the last collection. */
+      handlers: HandlerRecord[];
       /** Requests waiting for one of this service's pooled connections right now (its queue). */
       waiting: number;
       /** CPU time of the process since it started (user + system, µs). */

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type {
   ChainMessage,
   ChainVariant,
+  HandlerRecord,
   ParentMessage,
   ServiceConfig,
   ServiceName,
@@ -131,7 +132,11 @@ class ServiceProcess {
   }
 
   /** The statements that ended since the last call (on our clock), and its state now. */
-  async collect(into: TimedStatement[], arrivals: [number, number][]): Promise<ServiceCollected> {
+  async collect(
+    into: TimedStatement[],
+    arrivals: [number, number][],
+    handlers: HandlerRecord[],
+  ): Promise<ServiceCollected> {
     const reply = await this.#ask({ type: 'collect', seq: ++this.#seq });
     if (reply.type !== 'collected') throw new Error('unexpected reply');
     const pool = this.service === 'inventory' ? 'inventory' : 'orders';
@@ -139,6 +144,9 @@ class ServiceProcess {
       into.push([rid, started - this.#offset, ended - this.#offset, kind, pool]);
     }
     for (const [rid, at] of reply.arrivals) arrivals.push([rid, at - this.#offset]);
+    for (const [rid, started, ended, cpu] of reply.handlers) {
+      handlers.push([rid, started - this.#offset, ended - this.#offset, cpu]);
+    }
     return {
       waiting: reply.waiting,
       cpuMicros: reply.cpuMicros,
@@ -166,6 +174,8 @@ export interface ChainOptions {
   poolSize: number;
   /** orders' pool (one short read per request). */
   ordersPoolSize: number;
+  /** The CPU-bound chain: the CPU each handler spends per request (ms, cpu-work.ts). Absent: the pool-bound chain. */
+  cpuMs?: number | undefined;
 }
 
 /** gateway → orders → inventory, one process each. */
@@ -177,6 +187,8 @@ export class ChainProcess {
   readonly statements: TimedStatement[] = [];
   /** When each request reached each service (`[rid, at]`, on the runner's clock). */
   readonly arrivals: Record<ServiceName, [number, number][]> = { gateway: [], orders: [], inventory: [] };
+  /** Each hop's handlers that ran (`[rid, startedAt, endedAt, cpuMicros]`, on the runner's clock). */
+  readonly handlers: Record<ServiceName, HandlerRecord[]> = { gateway: [], orders: [], inventory: [] };
   readonly #services: Record<ServiceName, ServiceProcess>;
 
   private constructor(options: ChainOptions, services: Record<ServiceName, ServiceProcess>) {
@@ -191,6 +203,7 @@ export class ChainProcess {
       postgresUrl: options.postgresUrl,
       stockDatabase: options.stockDatabase,
       mariadbUrl: options.mariadbUrl,
+      ...(options.cpuMs === undefined ? {} : { cpuMs: options.cpuMs }),
     };
     const started: ServiceProcess[] = [];
     try {
@@ -215,9 +228,9 @@ export class ChainProcess {
   /** Takes the statements that ended since the last call; the chain's queue and CPU now. */
   async collect(): Promise<Collected> {
     const [inventory, orders, gateway] = await Promise.all([
-      this.#services.inventory.collect(this.statements, this.arrivals.inventory),
-      this.#services.orders.collect(this.statements, this.arrivals.orders),
-      this.#services.gateway.collect(this.statements, this.arrivals.gateway),
+      this.#services.inventory.collect(this.statements, this.arrivals.inventory, this.handlers.inventory),
+      this.#services.orders.collect(this.statements, this.arrivals.orders, this.handlers.orders),
+      this.#services.gateway.collect(this.statements, this.arrivals.gateway, this.handlers.gateway),
     ]);
     return {
       waiting: inventory.waiting,

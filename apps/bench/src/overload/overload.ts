@@ -23,6 +23,23 @@
  * With `stockDatabase: 'mariadb'` (`npm run bench:overload -- --database mariadb`) inventory's stock query runs on
  * MariaDB through mysql2 instead — `SLEEP(0.05)` on a pool of 5, `@deadline/mysql` against plain mysql2 (nothing
  * killed) — and orders still reads Postgres.
+ *
+ * With `bottleneck: 'cpu'` (`npm run bench:overload -- --bottleneck cpu`) the chain is CPU-bound instead: each hop's
+ * handler first spends a fixed `CPU_MS_PER_HOP` ms of CPU on the request (JSON and SHA-256 rounds until the process
+ * has used that much CPU time, cpu-work.ts), inventory's statement reads its row at once
+ * (no `pg_sleep`) and the pools (30 connections each, closed after 1 s idle) never bind: each hop's event loop is the bottleneck. Four
+ * variants, level by level alternately — fixed timeouts (`baseline`), the library, the library with
+ * `@fastify/under-pressure` on its two fastify hops as its README registers it (overload-chain.ts; orders is express,
+ * which it does not serve), and the library with `admission: true` on every hop — at 0.5×, 0.8×, 1×, 1.5×, 2× and 3×
+ * the library's closed-loop capacity, with a mix of client budgets (`BUDGET_MIX`: 70 % 1 s, 20 % 500 ms, 10 %
+ * 250 ms, by request id, the same requests in every variant). Per level beside the above: the share refused (a 503
+ * or 504 answered at arrival, before any handler ran: the gateway's handler never saw the request), the p99 of the
+ * answered requests, and dead work counted as CPU, the handlers' and the databases' together: each handler's CPU
+ * (its `process.cpuUsage()`, tagged with its request's id and shipped like the statements) spent after its client had
+ * stopped waiting, plus the databases' CPU over the level (from /proc) shared evenly among the statements sent in its
+ * window, those sent after their client had stopped waiting dead, ÷ all of both. (A statement's time as the driver
+ * sees it is no measure of the database's work here: under a busy event loop it is mostly the wait for the loop to
+ * read the answer.) Beside it, `missedWork`: the same CPU spent on requests that got no 2xx in time, whenever.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
@@ -38,7 +55,14 @@ import {
   quantile,
   type RequestRecord,
 } from './overload-load.js';
-import { type ChainVariant, type ServiceName, STATEMENT_KINDS, type StockDatabase } from './overload-protocol.js';
+import {
+  type Bottleneck,
+  type ChainVariant,
+  type HandlerRecord,
+  type ServiceName,
+  STATEMENT_KINDS,
+  type StockDatabase,
+} from './overload-protocol.js';
 import { allowedCpus, ChainProcess, type Collected, type TimedStatement } from './overload-spawn.js';
 
 export interface OverloadOptions {
@@ -49,6 +73,13 @@ export interface OverloadOptions {
    * `@deadline/mysql`). Default `'postgres'`. orders reads Postgres either way.
    */
   stockDatabase?: StockDatabase | undefined;
+  /** What limits the chain: inventory's pool (default, `pg_sleep`), or each hop's CPU (`'cpu'`). */
+  bottleneck?: Bottleneck | undefined;
+  /**
+   * The variants to run, in this order each level; must include `'library'` (the capacity is its). Default: library
+   * and baseline on the pool-bound chain; all four on the CPU-bound one.
+   */
+  variants?: ChainVariant[] | undefined;
 }
 
 /** What was run: everything a reader needs to reproduce it (no machine-specific figure is assumed). */
@@ -59,10 +90,18 @@ export interface OverloadSetup {
   stockDatabase: StockDatabase;
   /** `MariaDB <version> at <host:port>`, when the stock query runs there. */
   mariadb: string | null;
-  /** Each stock query's length: `pg_sleep(workMs / 1000)`, or `SLEEP(workMs / 1000)` on MariaDB. */
+  /** What limits the chain: inventory's pool (`pg_sleep`) or each hop's CPU. */
+  bottleneck: Bottleneck;
+  /** The variants run, in the order run at each level. */
+  variants: ChainVariant[];
+  /** Each stock query's length: `pg_sleep(workMs / 1000)`, or `SLEEP(workMs / 1000)` on MariaDB; 0: a one-row read. */
   workMs: number;
-  /** Every client's budget (sent as `X-Request-Deadline`, and when it abandons the request). */
+  /** CPU each hop's handler spends per request (ms), aimed at; null on the pool-bound chain. */
+  cpuMsPerHop: number | null;
+  /** The longest client budget (sent as `X-Request-Deadline`, and when it abandons the request). */
   budgetMs: number;
+  /** The clients' budgets and their shares, by request id; one budget of `budgetMs` on the pool-bound chain. */
+  budgetMix: { ms: number; share: number }[];
   /** inventory's pool (the bottleneck). */
   poolSize: number;
   /** orders' pool (one short read per request). */
@@ -151,6 +190,18 @@ export interface ServiceUsage {
   loopDelayMaxMs: number;
 }
 
+/** The handlers' CPU in a window (the CPU-bound chain's work; zero on the pool-bound one, whose handlers do none). */
+export interface HandlerCpuWindow {
+  /** Handler CPU in the window (ms, process CPU time). */
+  busyMs: number;
+  /** Of which after the request's client had stopped waiting. */
+  deadMs: number;
+  /** Of which on requests that missed (no 2xx in time: refused, shed, gave up), whenever it ran. */
+  missedMs: number;
+  /** Per hop: handlers that began in the window, and their mean CPU (ms); null: none began. */
+  hops: Record<ServiceName, { handlers: number; meanCpuMs: number | null }>;
+}
+
 export interface LevelResult {
   multiplier: number;
   /** Arrival rate aimed at (req/s): multiplier × capacity. */
@@ -166,6 +217,52 @@ export interface LevelResult {
   /** No answer within the budget: the client gave up. */
   gaveUp: number;
   errors: number;
+  /** Of `shed`: 503 or 504 answered before any handler ran (the gateway's never saw it): refused at arrival. */
+  refused: number;
+  /** refused ÷ sent. */
+  refusedShare: number;
+  /**
+   * Answered 503 or 504 because a hop refused them at arrival, whichever hop (a refusal by orders or inventory is
+   * answered by the hops before it, after their handlers ran) ÷ sent. At 0.8× every one is a false shed.
+   */
+  refusedAnywhereShare: number;
+  /**
+   * The level's requests that reached each hop and were answered there before its handler ran (refused by that hop;
+   * one refused by orders or inventory is answered 503/504 by the hops before it, after their work).
+   */
+  refusedAt: Record<ServiceName, number>;
+  /** p99 time to a 2xx answer in time (the answered requests only); null: none. */
+  okP99Ms: number | null;
+  /** Requests sent and answered in time, per client budget (ms). */
+  byBudget: Record<string, { sent: number; ok: number }>;
+  /** The handlers' CPU in the level's window. */
+  handlerCpu: HandlerCpuWindow;
+  /**
+   * The CPU-bound chain's database side as CPU (null on the pool-bound chain): the databases' CPU over the level
+   * (`postgresCpu` + `mariadbCpu`), shared evenly among the statements sent in its window — one-row reads and the
+   * library's SET/RESET, alike on the server — and dead for those sent after their client had stopped waiting.
+   * (Their time as the driver sees it, in `database`, is mostly the wait for the hop's busy event loop to read the
+   * answer: connection time, not database work.)
+   */
+  databaseCpu: {
+    cpuMs: number;
+    deadMs: number;
+    /** The share of `cpuMs` of the statements of requests that missed, whenever sent. */
+    missedMs: number;
+    statements: number;
+    deadStatements: number;
+    missedStatements: number;
+  } | null;
+  /**
+   * Dead work: on the CPU-bound chain, (handler CPU + database CPU) after the request's client had stopped waiting ÷
+   * all of both, in the level's window; on the pool-bound chain, `database.deadWork` (statement time).
+   */
+  deadWork: number | null;
+  /**
+   * The CPU-bound chain only (else null): the same work spent on requests that missed (no 2xx in time), whenever it
+   * ran — work wasted, though some of it was done while the client still waited.
+   */
+  missedWork: number | null;
   /** ok ÷ seconds. */
   goodput: number;
   /** The same over the level's second half (steady state: a queue that only grows shows here). */
@@ -179,6 +276,8 @@ export interface LevelResult {
   /** How late the open loop sent (ms): it kept its schedule if these are small. */
   senderLagP99Ms: number;
   senderLagMaxMs: number;
+  /** Requests waiting for a pooled connection in orders and inventory when the level ended. */
+  poolWaiting: { orders: number; inventory: number };
   /** CPU of the three services (cores, together and each), of the runner (cores), of the machine (0–1). */
   chainCpu: number;
   services: Record<ServiceName, ServiceUsage>;
@@ -222,7 +321,41 @@ export interface OverloadReport {
       target: number;
       met: boolean | null;
     };
+    /** The CPU-bound chain's goals, all at 3× but the false sheds (null on the pool-bound chain). */
+    cpu: CpuGoals | null;
+    /** With admission and the library both run: admission's goodput ÷ the library's at every level, against ≥ 0.95. */
+    admissionCost: {
+      levels: { multiplier: number; ratio: number | null }[];
+      worst: number | null;
+      target: number;
+      met: boolean | null;
+    } | null;
   };
+}
+
+/** A ratio or figure held to a target. */
+export interface Goal {
+  value: number | null;
+  target: number;
+  met: boolean | null;
+}
+
+export interface CpuGoals {
+  /** Goodput at 3× per variant run. */
+  goodputAt3x: Partial<Record<ChainVariant, number>>;
+  /** admission's goodput at 3× ÷ under-pressure's, against ≥ 1.5. */
+  admissionOverUnderPressure: Goal;
+  /** admission's goodput at 3× ÷ the library's alone, against ≥ 1.2. */
+  admissionOverLibrary: Goal;
+  /** admission's dead work (handler CPU and database) at 3×, against ≤ 2 %. */
+  admissionDeadWorkAt3x: Goal;
+  /** admission's recovery once 3× drops to 0.5× (s), against ≤ 1 s. */
+  admissionRecoveryAt3x: Goal;
+  /**
+   * admission's share refused at 0.8× — every refusal there is a false one — against ≤ 0.1 %: refused at any hop's
+   * arrival (`refusedAnywhereShare`; the gateway's alone are `refusedShare`).
+   */
+  falseShedsAt08x: Goal;
 }
 
 const WORK_MS = 50;
@@ -233,7 +366,41 @@ const ORDERS_POOL_SIZE = 4;
 const CAPACITY_CONCURRENCY = 4 * POOL_SIZE;
 const RECOVERY_MULTIPLIER = 0.5;
 const RECOVERY_WINDOW_MS = 500;
-const DESCRIPTIONS: Record<StockDatabase, Record<ChainVariant, string>> = {
+
+/** The CPU-bound chain: CPU each hop's handler spends per request (ms), and its pools (big enough never to bind). */
+const CPU_MS_PER_HOP = 3;
+const CPU_POOL_SIZE = 30;
+/**
+ * Closed-loop clients for its capacity, each with a 1 s budget (the mix starts with the levels): enough to keep the
+ * three loops busy with a queue (10 measured 25–30 % less than 20 on this machine, and moved more from run to run).
+ */
+const CPU_CAPACITY_CONCURRENCY = 20;
+/**
+ * Its clients' budgets, by request id (`rid % 10`): 0 → 250 ms, 1–2 → 500 ms, the rest 1 s. Consecutive ids, so
+ * every level of every variant gets the same mix, spread evenly over its time.
+ */
+const BUDGET_MIX = [
+  { ms: 1_000, share: 0.7 },
+  { ms: 500, share: 0.2 },
+  { ms: 250, share: 0.1 },
+];
+const mixedBudget = (rid: number) => {
+  const slot = rid % 10;
+  return slot === 0 ? 250 : slot <= 2 ? 500 : 1_000;
+};
+function describe(variant: ChainVariant, stockDatabase: StockDatabase, bottleneck: Bottleneck): string {
+  if (variant === 'library' || variant === 'baseline') {
+    if (bottleneck === 'pool') return DESCRIPTIONS[stockDatabase][variant];
+    return variant === 'library'
+      ? 'with the library: each budget propagated, every call and statement bounded by it'
+      : 'fixed per-hop timeouts only (gateway 5 s, orders 4 s), plain drivers: nothing stopped';
+  }
+  return variant === 'library+admission'
+    ? `${describe('library', stockDatabase, bottleneck)}; admission: true on every hop (a request that cannot finish refused at arrival)`
+    : `${describe('library', stockDatabase, bottleneck)}; @fastify/under-pressure on gateway and inventory, as its README registers it (orders is express: none)`;
+}
+
+const DESCRIPTIONS: Record<StockDatabase, Record<'library' | 'baseline', string>> = {
   postgres: {
     library: 'with the library: one 1 s budget, propagated; the pool wait and the query bounded by it, cancelled',
     baseline: 'fixed per-hop timeouts only (gateway 5 s, orders 4 s), plain pg: nothing cancelled on the database',
@@ -277,6 +444,18 @@ const QUICK: Plan = {
   capacityConcurrency: POOL_SIZE,
   capacitySeconds: 0.5,
 };
+/**
+ * The CPU-bound chain: 0.8× too (where every refusal is a false one), shorter levels and recovery cap (four variants
+ * must fit in 10 minutes; the goal is recovery within 1 s).
+ */
+const FULL_CPU: Plan = {
+  multipliers: [0.5, 0.8, 1, 1.5, 2, 3],
+  levelSeconds: 8,
+  recoveryCapSeconds: 10,
+  warmupSeconds: 5,
+  capacityConcurrency: CPU_CAPACITY_CONCURRENCY,
+  capacitySeconds: 4,
+};
 
 function emptyReport(quick: boolean, skipped: string): OverloadReport {
   return {
@@ -288,6 +467,8 @@ function emptyReport(quick: boolean, skipped: string): OverloadReport {
     goals: {
       libraryDeadWork: { worst: null, target: 0.02, met: null },
       goodputAt2x: { library: null, baseline: null, ratio: null, target: 2, met: null },
+      cpu: null,
+      admissionCost: null,
     },
   };
 }
@@ -395,6 +576,7 @@ interface VariantState {
   /** Statements and arrivals of chains already retired (the live one keeps its own until the end). */
   statements: TimedStatement[];
   arrivals: Record<ServiceName, [number, number][]>;
+  handlers: Record<ServiceName, HandlerRecord[]>;
   capacity?: PacedRun;
   /** The 0.5× level's figures, against which recovery is judged. */
   reference?: Reference;
@@ -418,6 +600,7 @@ function retire(state: VariantState, chain: ChainProcess): void {
   for (const statement of chain.statements) state.statements.push(statement);
   for (const service of ['gateway', 'orders', 'inventory'] as const) {
     for (const arrival of chain.arrivals[service]) state.arrivals[service].push(arrival);
+    for (const handler of chain.handlers[service]) state.handlers[service].push(handler);
   }
 }
 
@@ -467,6 +650,43 @@ function database(
     inventoryBusyConnections: round(inventoryMs / (end - start), 2),
     byKind,
   };
+}
+
+/**
+ * The handlers' CPU in [start, end]: each handler's CPU spread evenly over its run (a handler that ran across the
+ * window's edge, or across its client's give-up, counts for the share of its run on each side).
+ */
+function handlerWindow(
+  handlers: Record<ServiceName, HandlerRecord[]>,
+  interest: Map<number, number>,
+  missed: Set<number>,
+  start: number,
+  end: number,
+): HandlerCpuWindow {
+  let busyMs = 0;
+  let deadMs = 0;
+  let missedMs = 0;
+  const hop = (list: HandlerRecord[]) => {
+    let began = 0;
+    let cpuMs = 0;
+    for (const [rid, from, to, cpuMicros] of list) {
+      if (from >= start && from < end) {
+        began++;
+        cpuMs += cpuMicros / 1000;
+      }
+      if (cpuMicros === 0 || to <= from) continue;
+      const inside = Math.min(to, end) - Math.max(from, start);
+      if (inside <= 0) continue;
+      const perMs = cpuMicros / 1000 / (to - from);
+      busyMs += inside * perMs;
+      if (missed.has(rid)) missedMs += inside * perMs;
+      const stopped = interest.get(rid);
+      if (stopped !== undefined) deadMs += Math.max(0, Math.min(to, end) - Math.max(from, start, stopped)) * perMs;
+    }
+    return { handlers: began, meanCpuMs: began === 0 ? null : round(cpuMs / began, 3) };
+  };
+  const hops = { gateway: hop(handlers.gateway), orders: hop(handlers.orders), inventory: hop(handlers.inventory) };
+  return { busyMs: Math.round(busyMs), deadMs: Math.round(deadMs), missedMs: Math.round(missedMs), hops };
 }
 
 /** Whether a window of requests is back to the 0.5× level's figures: as many answered, about as fast. */
@@ -528,29 +748,50 @@ export async function measureOverload(
     }
   }
   try {
-    return await run(options.quick, url, postgres, mariadb, progress);
+    return await run(options, url, postgres, mariadb, progress);
   } catch (error) {
     return emptyReport(options.quick, `the overload benchmark failed: ${message(error)}`);
   }
 }
 
 async function run(
-  quick: boolean,
+  options: OverloadOptions,
   url: string,
   postgres: string,
   mariadb: { url: string; server: string } | null,
   progress: (line: string) => void,
 ): Promise<OverloadReport> {
-  const plan = quick ? QUICK : FULL;
+  const quick = options.quick;
+  const bottleneck = options.bottleneck ?? 'pool';
+  const cpuBound = bottleneck === 'cpu';
+  const variants: ChainVariant[] =
+    options.variants ??
+    (cpuBound ? ['library', 'library+admission', 'library+under-pressure', 'baseline'] : ['library', 'baseline']);
+  if (!variants.includes('library')) throw new Error('the variants must include library (the capacity is its)');
+  // Admission beside the pool-bound chain: 0.8× too, where any refusal is a false one.
+  const plan = quick
+    ? QUICK
+    : cpuBound
+      ? FULL_CPU
+      : variants.includes('library+admission')
+        ? { ...FULL, multipliers: [0.5, 0.8, 1, 1.5, 2, 3] }
+        : FULL;
   const stockDatabase: StockDatabase = mariadb === null ? 'postgres' : 'mariadb';
+  const poolSize = cpuBound ? CPU_POOL_SIZE : POOL_SIZE;
+  const ordersPoolSize = cpuBound ? CPU_POOL_SIZE : ORDERS_POOL_SIZE;
+  const workMs = cpuBound ? 0 : WORK_MS;
   const setup: OverloadSetup = {
     postgres,
     stockDatabase,
     mariadb: mariadb?.server ?? null,
-    workMs: WORK_MS,
+    bottleneck,
+    variants,
+    workMs,
+    cpuMsPerHop: cpuBound ? CPU_MS_PER_HOP : null,
     budgetMs: BUDGET_MS,
-    poolSize: POOL_SIZE,
-    ordersPoolSize: ORDERS_POOL_SIZE,
+    budgetMix: cpuBound ? BUDGET_MIX : [{ ms: BUDGET_MS, share: 1 }],
+    poolSize,
+    ordersPoolSize,
     fixedTimeoutsMs: { gateway: 5_000, orders: 4_000 },
     multipliers: plan.multipliers,
     levelSeconds: plan.levelSeconds,
@@ -571,11 +812,11 @@ async function run(
       postgresUrl: url,
       stockDatabase,
       mariadbUrl: mariadb?.url,
-      poolSize: POOL_SIZE,
-      ordersPoolSize: ORDERS_POOL_SIZE,
+      poolSize,
+      ordersPoolSize,
+      cpuMs: cpuBound ? CPU_MS_PER_HOP : undefined,
     });
-  const variants: ChainVariant[] = ['library', 'baseline'];
-  progress('overload: starting both chains');
+  progress(`overload: starting ${variants.length} chains`);
   const chains = await Promise.allSettled(variants.map(start));
   const started = chains.flatMap((c) => (c.status === 'fulfilled' ? [c.value] : []));
   const failed = chains.find((c): c is PromiseRejectedResult => c.status === 'rejected');
@@ -586,20 +827,31 @@ async function run(
   const states: VariantState[] = started.map((chain) => ({
     variant: chain.options.variant,
     chain,
-    client: new BudgetedClient({ url: chain.url, workMs: WORK_MS, budgetMs: BUDGET_MS, nextRid }),
+    client: new BudgetedClient({
+      url: chain.url,
+      workMs,
+      budgetMs: BUDGET_MS,
+      nextRid,
+      budgetOf: cpuBound ? mixedBudget : undefined,
+    }),
     statements: [],
     arrivals: { gateway: [], orders: [], inventory: [] },
+    handlers: { gateway: [], orders: [], inventory: [] },
     levels: [],
   }));
   try {
     // Capacity: closed loop, enough clients to keep every connection busy with a queue behind it.
     for (const state of states) {
       progress(`overload: capacity of the ${state.variant} chain (closed loop, ${plan.capacityConcurrency} clients)`);
+      // Every client on the longest budget (a mix of budgets is for the levels).
+      const budgetOf = state.client.budgetOf;
+      state.client.budgetOf = undefined;
       // Warm-up (JIT, connections), not measured.
       await closedLoop(state.client, 2 * POOL_SIZE, plan.warmupSeconds);
       state.capacity = await closedLoop(state.client, plan.capacityConcurrency, plan.capacitySeconds);
+      state.client.budgetOf = budgetOf;
     }
-    const library = states[0] as VariantState;
+    const library = states.find((state) => state.variant === 'library') as VariantState;
     const capacity = okPerSecond(library.client.records, library.capacity as PacedRun);
     if (!(capacity > 1)) throw new Error(`the library chain answered ${capacity} requests/s in time`);
 
@@ -720,13 +972,26 @@ function report(quick: boolean, setup: OverloadSetup, capacity: number, states: 
     const records = state.client.records;
     const interest = new Map(records.map((r) => [r.rid, interestEnd(r)]));
     const capacityRun = state.capacity as PacedRun;
+    // Which requests each hop's handler saw, and which reached each hop.
+    const handled = {
+      gateway: new Set(state.handlers.gateway.map(([rid]) => rid)),
+      orders: new Set(state.handlers.orders.map(([rid]) => rid)),
+      inventory: new Set(state.handlers.inventory.map(([rid]) => rid)),
+    };
+    const reached = {
+      gateway: new Set(state.arrivals.gateway.map(([rid]) => rid)),
+      orders: new Set(state.arrivals.orders.map(([rid]) => rid)),
+      inventory: new Set(state.arrivals.inventory.map(([rid]) => rid)),
+    };
+    // Requests that got no 2xx in time (the capacity phase's and the levels' alike).
+    const missed = new Set(records.filter((r) => r.outcome !== 'ok').map((r) => r.rid));
     const capacityOk = records.filter(
       (r) =>
         r.outcome === 'ok' && r.doneAt !== undefined && r.doneAt >= capacityRun.start && r.doneAt <= capacityRun.end,
     );
     return {
       variant: state.variant,
-      description: DESCRIPTIONS[setup.stockDatabase][state.variant],
+      description: describe(state.variant, setup.stockDatabase, setup.bottleneck),
       capacity: {
         concurrency: setup.capacityConcurrency,
         seconds: setup.capacitySeconds,
@@ -767,7 +1032,37 @@ function report(quick: boolean, setup: OverloadSetup, capacity: number, states: 
             : round((after.mariadb - before.mariadb) / TICKS_PER_SECOND / (elapsedMicros / 1e6), 3);
         const chainCpu = round((after.chain.cpuMicros - before.chain.cpuMicros) / elapsedMicros, 3);
         const runnerCpu = round(runnerMicros / elapsedMicros, 3);
+        const db = database(state.statements, interest, run.start, run.end);
+        const handlerCpu = handlerWindow(state.handlers, interest, missed, run.start, run.end);
         const databasesCpu = postgresCpu === null ? null : postgresCpu + (mariadbCpu ?? 0);
+        let databaseCpu: LevelResult['databaseCpu'] = null;
+        let deadWork = db.deadWork;
+        let missedWork: number | null = null;
+        if (setup.bottleneck === 'cpu') {
+          let statements = 0;
+          let deadStatements = 0;
+          let missedStatements = 0;
+          for (const [rid, began] of state.statements) {
+            if (began < run.start || began >= run.end) continue;
+            statements++;
+            const stopped = interest.get(rid);
+            if (stopped !== undefined && began >= stopped) deadStatements++;
+            if (missed.has(rid)) missedStatements++;
+          }
+          const cpuMs = ((databasesCpu ?? 0) * elapsedMicros) / 1000;
+          const share = (n: number) => (statements === 0 ? 0 : (cpuMs * n) / statements);
+          databaseCpu = {
+            cpuMs: Math.round(cpuMs),
+            deadMs: Math.round(share(deadStatements)),
+            missedMs: Math.round(share(missedStatements)),
+            statements,
+            deadStatements,
+            missedStatements,
+          };
+          const all = handlerCpu.busyMs + cpuMs;
+          deadWork = all > 0 ? round((handlerCpu.deadMs + share(deadStatements)) / all, 4) : null;
+          missedWork = all > 0 ? round((handlerCpu.missedMs + share(missedStatements)) / all, 4) : null;
+        }
         const otherCpu =
           machine === null || databasesCpu === null
             ? null
@@ -787,6 +1082,26 @@ function report(quick: boolean, setup: OverloadSetup, capacity: number, states: 
             restarted: recovery.restarted,
           };
         }
+        const refused = sent.filter(
+          (r) => r.outcome === 'shed' && (r.status === 503 || r.status === 504) && !handled.gateway.has(r.rid),
+        ).length;
+        const refusedAt = (hop: ServiceName) =>
+          sent.filter((r) => reached[hop].has(r.rid) && !handled[hop].has(r.rid)).length;
+        const refusedAnywhere = sent.filter(
+          (r) =>
+            r.outcome === 'shed' &&
+            (r.status === 503 || r.status === 504) &&
+            (['gateway', 'orders', 'inventory'] as const).some(
+              (hop) => reached[hop].has(r.rid) && !handled[hop].has(r.rid),
+            ),
+        ).length;
+        const okLatencies = sent.filter((r) => r.outcome === 'ok').map(latency);
+        const byBudget: LevelResult['byBudget'] = {};
+        for (const r of sent) {
+          const entry = (byBudget[String(Math.round(r.giveUpAt - r.sentAt))] ??= { sent: 0, ok: 0 });
+          entry.sent++;
+          if (r.outcome === 'ok') entry.ok++;
+        }
         return {
           multiplier,
           rate: Math.round(rate),
@@ -798,14 +1113,28 @@ function report(quick: boolean, setup: OverloadSetup, capacity: number, states: 
           // Still pending after settling: its client's timer fired long ago, whatever the socket did.
           gaveUp: count('gave-up') + count('pending'),
           errors: count('error'),
+          refused,
+          refusedShare: round(refused / Math.max(1, sent.length), 4),
+          refusedAnywhereShare: round(refusedAnywhere / Math.max(1, sent.length), 4),
+          refusedAt: { gateway: refusedAt('gateway'), orders: refusedAt('orders'), inventory: refusedAt('inventory') },
+          okP99Ms: okLatencies.length === 0 ? null : round(quantile(okLatencies, 0.99), 1),
+          byBudget,
+          handlerCpu,
+          databaseCpu,
+          deadWork,
+          missedWork,
           goodput: Math.round(count('ok') / seconds),
           goodputSecondHalf: Math.round(count('ok', within(sent, middle, run.end)) / (seconds / 2)),
           p50Ms: round(quantile(sent.map(latency), 0.5), 1),
           p99Ms: round(quantile(sent.map(latency), 0.99), 1),
-          database: database(state.statements, interest, run.start, run.end),
+          database: db,
           arrivals: hopArrivals(sent, state.arrivals),
           senderLagP99Ms: round(quantile(lags, 0.99), 1),
           senderLagMaxMs: round(Math.max(0, ...lags), 1),
+          poolWaiting: {
+            orders: after.chain.services.orders.waiting,
+            inventory: after.chain.services.inventory.waiting,
+          },
           chainCpu,
           services: { gateway: usage('gateway'), orders: usage('orders'), inventory: usage('inventory') },
           runnerCpu,
@@ -846,14 +1175,100 @@ function report(quick: boolean, setup: OverloadSetup, capacity: number, states: 
         target: 2,
         met: ratio === null ? null : ratio >= 2,
       },
+      cpu: setup.bottleneck === 'cpu' ? cpuGoals(variants) : null,
+      admissionCost: admissionCost(variants),
     },
   };
 }
+
+const levelOf = (variants: VariantResult[], variant: ChainVariant, multiplier: number) =>
+  variants.find((v) => v.variant === variant)?.levels.find((l) => l.multiplier === multiplier);
+
+/** a ÷ b, null when either is missing (or both are 0). */
+function ratioOf(a: number | undefined, b: number | undefined): number | null {
+  if (a === undefined || b === undefined || (a === 0 && b === 0)) return null;
+  return b === 0 ? Number.POSITIVE_INFINITY : round(a / b, 2);
+}
+
+const atLeast = (value: number | null, target: number): Goal => ({
+  value,
+  target,
+  met: value === null ? null : value >= target,
+});
+const atMost = (value: number | null | undefined, target: number): Goal => ({
+  value: value ?? null,
+  target,
+  met: value === null || value === undefined ? null : value <= target,
+});
+
+function cpuGoals(variants: VariantResult[]): CpuGoals {
+  const goodputAt3x: CpuGoals['goodputAt3x'] = {};
+  for (const v of variants) {
+    const level = levelOf(variants, v.variant, 3);
+    if (level !== undefined) goodputAt3x[v.variant] = level.goodput;
+  }
+  const admission = levelOf(variants, 'library+admission', 3);
+  const recovery = admission?.recovery;
+  return {
+    goodputAt3x,
+    admissionOverUnderPressure: atLeast(
+      ratioOf(goodputAt3x['library+admission'], goodputAt3x['library+under-pressure']),
+      1.5,
+    ),
+    admissionOverLibrary: atLeast(ratioOf(goodputAt3x['library+admission'], goodputAt3x.library), 1.2),
+    admissionDeadWorkAt3x: atMost(admission?.deadWork, 0.02),
+    // Not recovered within the cap: more than the cap, which is more than the goal.
+    admissionRecoveryAt3x:
+      recovery === null || recovery === undefined
+        ? atMost(null, 1)
+        : { value: recovery.seconds, target: 1, met: recovery.seconds !== null && recovery.seconds <= 1 },
+    falseShedsAt08x: atMost(levelOf(variants, 'library+admission', 0.8)?.refusedAnywhereShare, 0.001),
+  };
+}
+
+function admissionCost(variants: VariantResult[]): OverloadReport['goals']['admissionCost'] {
+  const admission = variants.find((v) => v.variant === 'library+admission');
+  if (admission === undefined || !variants.some((v) => v.variant === 'library')) return null;
+  const levels = admission.levels.map((level) => ({
+    multiplier: level.multiplier,
+    ratio: ratioOf(level.goodput, levelOf(variants, 'library', level.multiplier)?.goodput),
+  }));
+  const ratios = levels.map((l) => l.ratio).filter((r): r is number => r !== null);
+  const worst = ratios.length === 0 ? null : Math.min(...ratios);
+  return { levels, worst, target: 0.95, met: worst === null ? null : worst >= 0.95 };
+}
+
+const recoveryCell = (level: LevelResult) =>
+  level.recovery === null
+    ? '–'
+    : level.recovery.seconds === null
+      ? `>${level.recovery.capSeconds} s${level.recovery.restarted ? ' (restarted)' : ''}`
+      : `${level.recovery.seconds} s`;
 
 /** One row per variant and level, for `console.table`. */
 export function overloadRows(report: OverloadReport): Record<string, string | number>[] {
   const percent = (x: number | null) => (x === null ? '–' : `${(x * 100).toFixed(1)} %`);
   const budget = report.setup?.budgetMs ?? 1_000;
+  if (report.setup?.bottleneck === 'cpu') {
+    return report.variants.flatMap((variant) =>
+      variant.levels.map((level) => ({
+        variant: variant.variant,
+        load: `${level.multiplier}×`,
+        'offered/s': level.rate,
+        'goodput/s': level.goodput,
+        'ok/refused/shed/gave up': `${level.ok}/${level.refused}/${level.shed - level.refused}/${level.gaveUp}`,
+        'refused edge/any hop': `${percent(level.refusedShare)} / ${percent(level.refusedAnywhereShare)}`,
+        'p99 ok ms': level.okP99Ms ?? '–',
+        'dead work': percent(level.deadWork),
+        'missed work': percent(level.missedWork),
+        'dead ms handlers/DB': `${level.handlerCpu.deadMs}/${level.databaseCpu?.deadMs ?? '–'}`,
+        recovery: recoveryCell(level),
+        'loop p99 ms g/o/i': `${level.services.gateway.loopDelayP99Ms}/${level.services.orders.loopDelayP99Ms}/${level.services.inventory.loopDelayP99Ms}`,
+        'CPU chain/pg/other': `${level.chainCpu.toFixed(2)}/${level.postgresCpu?.toFixed(2) ?? '–'}/${level.otherCpu?.toFixed(2) ?? '–'}`,
+      })),
+    );
+  }
+  const refusals = report.variants.some((v) => v.variant !== 'library' && v.variant !== 'baseline');
   return report.variants.flatMap((variant) =>
     variant.levels.map((level) => ({
       variant: variant.variant,
@@ -862,16 +1277,12 @@ export function overloadRows(report: OverloadReport): Record<string, string | nu
       'goodput/s': level.goodput,
       '2nd half': level.goodputSecondHalf,
       'ok/shed/gave up': `${level.ok}/${level.shed}/${level.gaveUp}`,
+      ...(refusals ? { refused: percent(level.refusedShare) } : {}),
       'p99 ms': level.gaveUp / Math.max(1, level.sent) > 0.01 ? `≥${budget} (gave up)` : level.p99Ms,
       'dead work': percent(level.database.deadWork),
       'inventory conns busy': level.database.inventoryBusyConnections,
       'to gateway p99 ms': level.arrivals.gateway.p99Ms ?? '–',
-      recovery:
-        level.recovery === null
-          ? '–'
-          : level.recovery.seconds === null
-            ? `>${level.recovery.capSeconds} s${level.recovery.restarted ? ' (restarted)' : ''}`
-            : `${level.recovery.seconds} s`,
+      recovery: recoveryCell(level),
       'CPU chain/pg/other': `${level.chainCpu.toFixed(2)}/${level.postgresCpu?.toFixed(2) ?? '–'}/${level.otherCpu?.toFixed(2) ?? '–'}`,
       ...(level.mariadbCpu === null ? {} : { 'CPU mariadb': level.mariadbCpu.toFixed(2) }),
     })),
