@@ -127,7 +127,6 @@ export function deadline(options?: ExpressDeadlineOptions) {
       const route = routes.of(req.method ?? 'GET', (req as { originalUrl?: string }).originalUrl ?? req.url, res, req);
       if (!admitRequest(admission, state, req, headers, route.key, logger, route.longLived)) return;
     }
-
     state.context.run(next);
   };
 }
