@@ -57,6 +57,12 @@ export class ServiceTime {
   #samples = 0;
   /** The estimate, while no sample came since it was made. */
   #cached: number | undefined;
+  /**
+   * The last other percentile asked for, and its estimate while no sample came since: admission asks for its floor on
+   * every request, and a route answers far fewer than it is asked about under load.
+   */
+  #otherQuantile = Number.NaN;
+  #otherCached: number | undefined;
 
   constructor(options: ServiceTimeOptions = {}) {
     const quantile = options.quantile ?? 0.9;
@@ -80,6 +86,7 @@ export class ServiceTime {
     this.#total += this.#weight;
     this.#samples++;
     this.#cached = undefined;
+    this.#otherCached = undefined;
     this.#weight *= this.#growth;
     if (this.#weight > RESCALE_AT) this.#rescale();
   }
@@ -87,11 +94,19 @@ export class ServiceTime {
   /**
    * The estimated percentile, in ms (the top of its bucket: at most 10 % above the true value, never below it), or
    * `undefined` before `warmup` samples. `quantile` asks for another percentile than the one set at construction
-   * (admission asks for a low one too: the least time a request of the route needs); only the default is cached.
+   * (admission asks for a low one too: the least time a request of the route needs); the default and the last other
+   * one asked for are cached until the next sample.
    */
   estimate(quantile?: number): number | undefined {
     if (this.#samples < this.#warmup) return undefined;
-    if (quantile !== undefined && quantile !== this.#quantile) return this.#percentile(quantile);
+    if (quantile !== undefined && quantile !== this.#quantile) {
+      if (quantile !== this.#otherQuantile) {
+        this.#otherQuantile = quantile;
+        this.#otherCached = undefined;
+      }
+      this.#otherCached ??= this.#percentile(quantile);
+      return this.#otherCached;
+    }
     this.#cached ??= this.#percentile(this.#quantile);
     return this.#cached;
   }
@@ -107,6 +122,7 @@ export class ServiceTime {
     // The next samples weigh 1 / factor more than they would have: the same as scaling down every count.
     this.#weight /= factor;
     this.#cached = undefined;
+    this.#otherCached = undefined;
     if (this.#weight > RESCALE_AT) this.#rescale();
   }
 

@@ -101,4 +101,15 @@ describe('ServiceTime', () => {
     for (const bad of [0, 1, -1, Number.NaN, 2]) time.fade(bad);
     expect(time.estimate()).toBeLessThan(1.2);
   });
+
+  it('answers another percentile afresh after each sample, though it keeps it between samples', () => {
+    const time = new ServiceTime({ quantile: 0.9, halfLife: Number.POSITIVE_INFINITY, warmup: 1 });
+    for (let i = 0; i < 10; i++) time.record(10);
+    expect(time.estimate(0.1)).toBeLessThan(11);
+    for (let i = 0; i < 100; i++) time.record(1_000);
+    expect(time.estimate(0.1)).toBeGreaterThanOrEqual(1_000);
+    expect(time.estimate(0.5)).toBeGreaterThanOrEqual(1_000);
+    time.record(1);
+    expect(time.estimate(0.005)).toBeLessThan(1.2);
+  });
 });

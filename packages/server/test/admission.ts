@@ -13,6 +13,7 @@ import { type AdmissionRefusedMessage, DiagnosticsChannel } from '@deadline/core
 import { DEADLINE_EXCEEDED_BY_HEADER, DEADLINE_REFUSED_BY_HEADER } from '@deadline/core/wire';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { untilTrue } from '../../../test/support/turns.ts';
 import type { OverloadedBody } from '../src/index.ts';
 import { deadlineLines, type Harness, type Route, type Running } from './harness.ts';
 
@@ -331,7 +332,7 @@ export function admissionSuite(harness: Harness): void {
         releaseSleepy = resolve;
         released = get('/sleepy', { 'x-request-deadline': '5000' });
       });
-      while (runs.sleepy === before) await new Promise((resolve) => setImmediate(resolve));
+      await untilTrue(() => runs.sleepy > before);
       const refused = await get('/sleepy', { 'x-request-deadline': '20' });
       expect(refused.status).toBe(504);
       expect(refused.headers[DEADLINE_EXCEEDED_BY_HEADER]).toBe(HOP);
