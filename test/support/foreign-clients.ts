@@ -261,18 +261,20 @@ export interface GrpcioAnswer extends Sent {
 
 /**
  * One unary call with Python's grpcio (a generic `channel.unary_unary`, raw bytes in and out), with grpcio's own
- * `timeout` in seconds. It is sent when Python says it is about to call (its channel already connected).
+ * `timeout` in seconds and `metadata` to send. It is sent when Python says it is about to call (its channel already
+ * connected).
  */
 export async function grpcio(
   target: string,
   method: string,
   request: Uint8Array,
   timeoutS: number,
+  metadata: Record<string, string> = {},
 ): Promise<GrpcioAnswer> {
   let sentAt: number | undefined;
   const ran = await run(
     PYTHON_GRPCIO.command,
-    [GRPCIO_CALL, target, method, String(timeoutS), Buffer.from(request).toString('hex')],
+    [GRPCIO_CALL, target, method, String(timeoutS), Buffer.from(request).toString('hex'), JSON.stringify(metadata)],
     {
       onStdout(text) {
         if (sentAt === undefined && text.includes('calling\n')) sentAt = performance.now();

@@ -7,6 +7,7 @@ import { startChain } from './chain.js';
 import { ask } from './client.js';
 import { prepareEnvironment } from './environment.js';
 import type { ScenarioTable } from './report/table.js';
+import { admission } from './scenarios/admission.js';
 import { breaker } from './scenarios/breaker.js';
 import { budgetTravels } from './scenarios/budget-travels.js';
 import type { ScenarioContext } from './scenarios/context.js';
@@ -38,6 +39,7 @@ const SCENARIOS: [string, (ctx: ScenarioContext) => Promise<ScenarioTable>][] = 
   ['The breaker', breaker],
   ['A client times out and retries a POST', retriedPost],
   ['The budget crosses gRPC', grpcHop],
+  ['A hop refuses what it cannot finish', admission],
 ];
 
 export async function runDemo(

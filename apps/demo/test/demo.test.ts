@@ -20,7 +20,7 @@ describe.runIf(available)('npm run demo (quick)', () => {
   it('runs every scenario against the real chain', async () => {
     process.env.DATABASE_URL ??= POSTGRES.url;
     result = await runDemo({ quick: true });
-    expect(result.tables.map((table) => table.id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(result.tables.map((table) => table.id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     for (const table of result.tables) {
       if (table.skipped !== undefined) continue;
       for (const row of table.rows) expect(row).toHaveLength(table.columns.length);
@@ -106,6 +106,19 @@ describe.runIf(available)('npm run demo (quick)', () => {
     );
     expect(library?.[dead] as number).toBeLessThan(STOPPED_WITHIN_MS);
     expect(fixed?.[dead] as number).toBeGreaterThan(1_000);
+  });
+
+  it('10: admission refuses at arrival what cannot finish; without it the CPU goes to requests nobody waits for', () => {
+    const [without, admitting] = table(10).rows;
+    const column = (name: string) => table(10).columns.indexOf(name);
+    const wasted = column('CPU on requests that missed (ms)');
+    // Without admission every request is taken in and worked on, most after their client gave up.
+    expect(without?.[column('refused at arrival (503)')]).toBe(0);
+    expect(without?.[wasted] as number).toBeGreaterThan(500);
+    // With it, most are told at once; what ran was (nearly all) answered in time.
+    expect(admitting?.[column('refused at arrival (503)')] as number).toBeGreaterThan(50);
+    expect(admitting?.[column('answered in time')] as number).toBeGreaterThan(0);
+    expect(admitting?.[wasted] as number).toBeLessThan((without?.[wasted] as number) / 4);
   });
 
   it('the drawn trace crosses all three hops', () => {

@@ -7,8 +7,12 @@
 
 import { Code, ConnectError } from '@connectrpc/connect';
 import { CancelledError, DeadlineExceededError, ErrorCode, findDeadlineError, type StopReason } from '@deadline/core';
-import { findErrorWithCode } from '@deadline/core/internal';
-import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
+import { type AdmissionRefusal, findErrorWithCode, shedMessage } from '@deadline/core/internal';
+import {
+  DEADLINE_EXCEEDED_BY_HEADER,
+  DEADLINE_REFUSED_BY_HEADER,
+  GRPC_RETRY_PUSHBACK_HEADER,
+} from '@deadline/core/wire';
 
 /**
  * The `ConnectError` to answer `error` with, when it is one of ours or explained by one (a driver error our
@@ -37,6 +41,21 @@ export function toConnectError(error: unknown, hop?: string): ConnectError | und
     return new ConnectError(refusal.message, Code.Unavailable, refusal.headers, undefined, refusal);
   }
   return undefined;
+}
+
+/**
+ * The error of a call admission refused for load: `unavailable` (503 in the Connect protocol), the refusing hop in
+ * `x-deadline-refused-by`, when to retry in `Retry-After` (whole seconds, for HTTP) and `grpc-retry-pushback-ms` (for a
+ * gRPC client's retry policy).
+ * @internal
+ */
+export function shedError(refusal: AdmissionRefusal, hop: string): ConnectError {
+  const metadata = {
+    [DEADLINE_REFUSED_BY_HEADER]: hop,
+    'retry-after': String(refusal.retryAfterS),
+    [GRPC_RETRY_PUSHBACK_HEADER]: String(Math.max(1, Math.ceil(refusal.queueMs))),
+  };
+  return new ConnectError(shedMessage(refusal, hop), Code.Unavailable, metadata);
 }
 
 /** The hop a `deadline_exceeded` error names in its metadata, if any. @internal */

@@ -7,13 +7,13 @@
 import { Code, ConnectError, type Interceptor, type StreamRequest, type UnaryRequest } from '@connectrpc/connect';
 import {
   IncomingCall,
-  type IncomingCallOptions,
   type ResolvedIncomingOptions,
+  type RpcServerOptions,
   resolveIncomingOptions,
   untilStopped,
 } from '@deadline/core/internal';
 import { createBudgetParser } from '@deadline/core/wire';
-import { toConnectError } from './errors.js';
+import { shedError, toConnectError } from './errors.js';
 import { abortMeaning } from './protocol-deadline.js';
 
 /**
@@ -27,15 +27,15 @@ import { abortMeaning } from './protocol-deadline.js';
 export type ConnectRequest = UnaryRequest | StreamRequest;
 
 /**
- * Options of {@link deadlineInterceptor}: the core's options of an incoming RPC call, its `trust` predicate shown
- * the request.
+ * Options of {@link deadlineInterceptor}: the core's options of an RPC server, its `trust` and `admission.exempt`
+ * predicates shown the request.
  *
  * @example
  * ```ts
  * const options: ConnectServerDeadlineOptions = { serviceName: 'inventory', defaultMs: 2_000, maxMs: 10_000 };
  * ```
  */
-export type ConnectServerDeadlineOptions = IncomingCallOptions<ConnectRequest>;
+export type ConnectServerDeadlineOptions = RpcServerOptions<ConnectRequest>;
 
 /**
  * A server interceptor that runs each handler in a deadline context built from its call: the timeout Connect
@@ -46,7 +46,9 @@ export type ConnectServerDeadlineOptions = IncomingCallOptions<ConnectRequest>;
  * the caller leaving) or a clamped one — then the call is answered `deadline_exceeded`, naming this hop in the
  * `x-deadline-exceeded-by` metadata, and the work the handler started (queries, calls) is stopped. A streaming
  * response is bounded as a whole. An error that is one of ours (or explained by one) is answered with its code
- * ({@link toConnectError}). Put it first in `interceptors`, so the others run in the context too.
+ * ({@link toConnectError}). With `admission`, a unary call that cannot finish is refused before its handler runs:
+ * `unavailable` (HTTP 503 in the Connect protocol) with `Retry-After` when the server is overloaded. Put it first in
+ * `interceptors`, so the others run in the context too, and are spared what admission refuses.
  *
  * @example
  * ```ts
@@ -71,6 +73,7 @@ export function deadlineInterceptor(options?: ConnectServerDeadlineOptions): Int
         headers: req.header,
         // Connect's own timeout is in the headers, which the budget parser reads (grpc and connect dialects).
         ownMs: Number.POSITIVE_INFINITY,
+        streaming: req.stream,
         // Aborted when the caller leaves, and by Connect's own timer for the caller's deadline.
         signal: req.signal,
         abortMeans: abortMeaning(req.header),
@@ -79,6 +82,7 @@ export function deadlineInterceptor(options?: ConnectServerDeadlineOptions): Int
       parser,
     );
     if (incoming.refusal !== undefined) throw answered(incoming, incoming.refusal, resolved);
+    if (incoming.shed !== undefined) throw answered(incoming, shedError(incoming.shed, resolved.hop), resolved);
     const context = incoming.context;
     let response: Awaited<ReturnType<typeof next>>;
     try {

@@ -5,10 +5,10 @@
  * refused when
  * - less is left than the route's fastest typical time (its 10th percentile): it could not finish even on an idle
  *   server (`too-little-time`, answered as this hop's deadline: 504, gRPC `DEADLINE_EXCEEDED`);
- * - the server is loaded (a queue of at least {@link LOADED_MS}) and what is left cannot cover the queue plus the
- *   route's expected time (its 90th percentile by default): it would most likely miss, and the time it would take
- *   is what the requests that can finish need (`overloaded`, 503 with `Retry-After`, gRPC `UNAVAILABLE`: another
- *   replica, or this one a moment later, may serve it);
+ * - the server is loaded (a queue of at least {@link LOADED_MS}) and what is left cannot cover the queue twice plus
+ *   the route's expected time (its 90th percentile by default): it would most likely miss, and the time it would
+ *   take is what the requests that can finish need (`overloaded`, 503 with `Retry-After`, gRPC `UNAVAILABLE`:
+ *   another replica, or this one a moment later, may serve it);
  * - the server is loaded and a trusted caller marked the request as one to shed first (`low-priority`, 503).
  *
  * On an idle server only the first rule refuses, and only what could not finish anyway: no request that would have
@@ -18,6 +18,12 @@
  * in the many that will not be. Errors say nothing of how long an answer takes and are left out. An estimate that
  * refuses is tested by letting a request through whenever the route has none in flight (a probe), and a probe that
  * finishes well under it fades its history.
+ *
+ * Why the queue counts twice: a request read after a busy stretch has been waiting unseen — in its socket, while the
+ * loop ran — for up to that stretch, and its budget, anchored only now, does not show it; and it has the queue's
+ * wait still ahead (the requests let in before it, whose answers come after the stretch). On the CPU-bound chain at
+ * 3× its capacity, counting it once let in requests that then missed (goodput 50/s, dead work 11 %); twice, 89/s and
+ * 6.4 % (docs/benchmarks.md), with no refusal at or below capacity either way.
  */
 import { loopDelayMs } from './loop-delay.js';
 import { ServiceTime } from './service-time.js';
@@ -40,7 +46,7 @@ export interface AdmissionRefusal {
   readonly reason: AdmissionReason;
   /** What the request had left at arrival, in ms. */
   readonly remainingMs: number;
-  /** What the request would have needed, in ms: the queue plus the route's time. */
+  /** What the request would have needed, in ms: the queue twice plus the route's time (see the module's comment). */
   readonly neededMs: number;
   /** The server's queue (event-loop delay) at arrival, in ms. */
   readonly queueMs: number;
@@ -169,7 +175,7 @@ export class Admission {
       return refusal('too-little-time', remainingMs, floor, queueMs);
     }
     if (queueMs < LOADED_MS || (urgency !== undefined && urgency < 3)) return PASS;
-    const neededMs = queueMs + (route.time.estimate() ?? 0);
+    const neededMs = 2 * queueMs + (route.time.estimate() ?? 0);
     if (urgency !== undefined && urgency > 3) return refusal('low-priority', remainingMs, neededMs, queueMs);
     return remainingMs < neededMs ? refusal('overloaded', remainingMs, neededMs, queueMs) : PASS;
   }
@@ -184,4 +190,18 @@ function refusal(reason: AdmissionReason, remainingMs: number, neededMs: number,
     queueMs,
     retryAfterS: Math.max(1, Math.ceil(queueMs / 1_000)),
   };
+}
+
+/**
+ * What a refusal for load says, for a protocol that answers with a message (gRPC's details, a Connect error's).
+ *
+ * @example
+ * ```ts
+ * callback({ code: status.UNAVAILABLE, details: shedMessage(incoming.shed, 'inventory') });
+ * ```
+ * @internal
+ */
+export function shedMessage(refusal: AdmissionRefusal, hop: string): string {
+  const why = refusal.reason === 'low-priority' ? 'shedding low-priority calls' : 'overloaded';
+  return `${hop} is ${why}: ${Math.floor(refusal.remainingMs)} ms left, ${Math.ceil(refusal.neededMs)} ms needed (a queue of ${Math.round(refusal.queueMs)} ms)`;
 }

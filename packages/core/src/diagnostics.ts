@@ -52,7 +52,7 @@ export const DiagnosticsChannel = {
   MessageDropped: 'deadline:message:dropped',
   /**
    * A server refused a request at arrival, before any of its work: its remaining budget could not cover the
-   * server's queue plus its route's typical time (admission). Message: {@link AdmissionRefusedMessage}.
+   * server's queue (twice) plus its route's typical time (admission). Message: {@link AdmissionRefusedMessage}.
    */
   AdmissionRefused: 'deadline:admission:refused',
   /**
@@ -224,15 +224,15 @@ export interface AdmissionRefusedMessage {
   /** The route (HTTP: method and route pattern, as the adapter knows it) or RPC method refused. */
   route: string;
   /**
-   * Why: `overloaded` — the server's queue plus the route's typical time is more than the request has left (answered
-   * 503 with `Retry-After`, gRPC `UNAVAILABLE`); `too-little-time` — less is left than the route's fastest typical
+   * Why: `overloaded` — the server's queue (twice) plus the route's typical time is more than the request has left
+   * (answered 503 with `Retry-After`, gRPC `UNAVAILABLE`); `too-little-time` — less is left than the route's fastest typical
    * time, so it could not finish even on an idle server (504, `DEADLINE_EXCEEDED`); `low-priority` — the server is
    * shedding and the caller marked the request as one to shed first (503).
    */
   reason: 'overloaded' | 'too-little-time' | 'low-priority';
   /** The request's remaining budget at arrival, in ms. */
   remainingMs: number;
-  /** What it would have needed, in ms: the queue plus the route's expected time. */
+  /** What it would have needed, in ms: the queue twice plus the route's expected time. */
   neededMs: number;
   /** The server's queueing delay at arrival (event-loop delay), in ms. */
   queueMs: number;

@@ -10,9 +10,11 @@
  * the caller leaving: the context stops as this hop's deadline ({@link IncomingCall.expire}), and a cancellation that
  * arrives as the caller's deadline runs out is read as that deadline too ({@link IncomingCall.callerLeft}).
  */
+import type { AdmissionRefusal, AdmissionRoute } from './admission.js';
+import { isExempt } from './admission-options.js';
 import { MAX_TIMER_DELAY_MS, monotonicNow } from './clock.js';
 import { createContext } from './context.js';
-import { hasIncomingStartSubscribers, publishIncomingStart } from './diagnostics.js';
+import { hasIncomingStartSubscribers, publishAdmissionRefused, publishIncomingStart } from './diagnostics.js';
 import { CancelledError, DeadlineExceededError } from './errors.js';
 import { findDeadlineError } from './guards.js';
 import type { ResolvedIncomingOptions } from './incoming-options.js';
@@ -22,6 +24,7 @@ import { REQUEST_DEADLINE_AT_HEADER } from './wire/header-names.js';
 import type { HeaderSource } from './wire/headers.js';
 import { readHeader } from './wire/headers.js';
 import type { BudgetParser } from './wire/parse-budget.js';
+import { PRIORITY_HEADER, parseUrgency } from './wire/priority.js';
 import { waitedMs } from './wire/queue-time.js';
 
 /**
@@ -75,6 +78,11 @@ export interface IncomingCallInit<Call> {
    * answer that names this hop must be on its way first. Default 0.
    */
   leadMs?: number | undefined;
+  /**
+   * Whether the call streams its request or its answer: never refused by admission (a stream's time is not an
+   * answer's), nor teaching its method a time. Default false.
+   */
+  streaming?: boolean | undefined;
   /** An outside cancellation: the protocol's own signal for the call, aborted when the caller goes. */
   signal?: AbortSignal | undefined;
   /**
@@ -96,8 +104,18 @@ export class IncomingCall<Call> {
   readonly requestedMs: number | undefined;
   /** How long the message surely waited in a broker before it arrived, in ms (0 but for messages). */
   readonly waitedMs: number;
-  /** Why the handler must not run at all (no time left, or too little). */
+  /**
+   * Why the handler must not run at all as this hop's deadline: no time left, less than `minMs`, or (admission) less
+   * than its method's fastest typical time. Answered `DEADLINE_EXCEEDED`.
+   */
   readonly refusal: DeadlineExceededError | undefined;
+  /**
+   * Why the handler must not run because the server is overloaded (admission: `overloaded`, `low-priority`).
+   * Answered `UNAVAILABLE`, with when to retry.
+   */
+  readonly shed: AdmissionRefusal | undefined;
+  /** The method's admission, when the call was let in by it: told how long the call took at its end. */
+  #admitted: { route: AdmissionRoute; probe: boolean } | undefined;
   readonly #init: IncomingCallInit<Call>;
   readonly #options: ResolvedIncomingOptions<Call>;
   readonly #startedAt = monotonicNow();
@@ -138,8 +156,11 @@ export class IncomingCall<Call> {
       trace: traceFrom(readHeader(init.headers, 'traceparent'), readHeader(init.headers, 'tracestate')),
       root: true,
     });
-    this.refusal = this.#refusal();
     if (hasIncomingStartSubscribers()) this.#publishStart(event && asked === Number.POSITIVE_INFINITY);
+    const refusal = this.#refusal();
+    const verdict = refusal === undefined ? this.#admission(trusted) : undefined;
+    this.refusal = verdict?.reason === 'too-little-time' ? this.#tooLittleTime(verdict) : refusal;
+    this.shed = verdict !== undefined && verdict.reason !== 'too-little-time' ? verdict : undefined;
     if (init.signal !== undefined) this.#follow(init.signal);
   }
 
@@ -172,6 +193,57 @@ export class IncomingCall<Call> {
           ? `${this.#init.method} not started: no time left`
           : `${this.#init.method} not started: ${Math.round(budgetMs)} ms left, below this service's minimum of ${minMs} ms`,
     });
+  }
+
+  /**
+   * Admission's verdict on a unary call (core's admission.ts): a refusal, or `undefined` when let in (its method then
+   * follows it) or not judged — admission off, a message, a streaming or exempt call.
+   */
+  #admission(trusted: boolean): AdmissionRefusal | undefined {
+    const admission = this.#options.admission;
+    const init = this.#init;
+    if (admission === undefined || (init.kind ?? 'call') !== 'call' || init.streaming === true) return undefined;
+    if (isExempt(admission, init.call, (error) => this.#warn({ error: String(error) }, 'admission.exempt threw')))
+      return undefined;
+    const route = admission.engine.route(init.method);
+    // RFC 9218's urgency, from callers trusted to lengthen their budget: anyone else could buy a place ahead.
+    const priority = trusted ? readHeader(init.headers, PRIORITY_HEADER) : undefined;
+    const urgency = typeof priority === 'string' ? parseUrgency(priority) : undefined;
+    const verdict = admission.engine.check(route, this.budgetMs, urgency);
+    if (verdict.admitted) {
+      route.enter();
+      this.#admitted = { route, probe: verdict.probe };
+      return undefined;
+    }
+    publishAdmissionRefused({
+      protocol: init.protocol,
+      hop: this.#options.hop,
+      route: init.method,
+      reason: verdict.reason,
+      remainingMs: this.budgetMs,
+      neededMs: verdict.neededMs,
+      queueMs: verdict.queueMs,
+    });
+    return verdict;
+  }
+
+  /** Admission's `too-little-time`: this hop's deadline, as a budget below `minMs` is. */
+  #tooLittleTime(verdict: AdmissionRefusal): DeadlineExceededError {
+    return new DeadlineExceededError({
+      budgetMs: this.budgetMs,
+      elapsedMs: 0,
+      phase: 'in-handler',
+      hop: this.#options.hop,
+      message: `${this.#init.method} not started: ${Math.floor(verdict.remainingMs)} ms left, and its calls take at least ${Math.ceil(verdict.neededMs)} ms`,
+    });
+  }
+
+  #warn(line: object, message: string): void {
+    try {
+      this.#options.logger?.warn({ hop: this.#options.hop, method: this.#init.method, ...line }, message);
+    } catch {
+      // A broken logger never breaks the call.
+    }
   }
 
   #trusted(): boolean {
@@ -289,18 +361,29 @@ export class IncomingCall<Call> {
     this.#ended = true;
     const typed = error === undefined ? undefined : findDeadlineError(error);
     this.context.end({ cancel: typed !== undefined || this.#options.cancelOnEnd });
+    const admitted = this.#admitted;
+    if (admitted !== undefined) {
+      // An error says nothing of the method's time; a call cut took at least what it took (core's admission.ts).
+      admitted.route.leave(
+        monotonicNow() - this.#startedAt,
+        error === undefined || typed !== undefined,
+        admitted.probe,
+      );
+    }
     if (this.#options.logger !== undefined) this.#log(code, error, typed);
   }
 
   #log(code: number | string, error: unknown, typed: StopReason | undefined): void {
     const outcome =
-      error === undefined
-        ? 'ok'
-        : typed instanceof DeadlineExceededError
-          ? 'deadline_exceeded'
-          : typed instanceof CancelledError
-            ? 'cancelled'
-            : 'error';
+      this.shed !== undefined
+        ? 'refused'
+        : error === undefined
+          ? 'ok'
+          : typed instanceof DeadlineExceededError
+            ? 'deadline_exceeded'
+            : typed instanceof CancelledError
+              ? 'cancelled'
+              : 'error';
     const line = {
       hop: this.#options.hop,
       method: this.#init.method,
@@ -311,11 +394,13 @@ export class IncomingCall<Call> {
       elapsedMs: Math.round(monotonicNow() - this.#startedAt),
       outcome,
       code,
+      ...(this.shed === undefined ? {} : { refused: this.shed.reason }),
       ...(typed instanceof DeadlineExceededError && typed.hop !== undefined ? { exceededBy: typed.hop } : {}),
     };
     const message = `${this.#init.protocol} ${this.#init.kind ?? 'call'}`;
     try {
-      if (outcome === 'ok' || outcome === 'cancelled') this.#options.logger?.info(line, message);
+      if (outcome === 'ok' || outcome === 'cancelled' || outcome === 'refused')
+        this.#options.logger?.info(line, message);
       else this.#options.logger?.warn(line, message);
     } catch {
       // A broken logger never breaks the call.

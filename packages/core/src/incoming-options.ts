@@ -4,6 +4,7 @@
  * their own (`@deadline/server`), with routes and long-lived requests on top.
  */
 
+import { type AdmissionOptions, type ResolvedAdmission, resolveAdmission } from './admission-options.js';
 import { MAX_TIMER_DELAY_MS } from './clock.js';
 import { InvalidArgumentError } from './errors.js';
 import { checkBoolean, checkFunction, checkHop, checkNumber, checkObject } from './validate.js';
@@ -69,6 +70,24 @@ export interface IncomingCallOptions<Call> {
   clockSkewMs?: number | false | undefined;
 }
 
+/**
+ * Options of an RPC server (gRPC, Connect): an incoming call's, and admission.
+ *
+ * @example
+ * ```ts
+ * const options: RpcServerOptions<unknown> = { serviceName: 'inventory', admission: true };
+ * ```
+ */
+export interface RpcServerOptions<Call> extends IncomingCallOptions<Call> {
+  /**
+   * Refuse at arrival a unary call that cannot finish in what it has left: `UNAVAILABLE` (Connect `unavailable`)
+   * when the server's queue (twice) plus its method's typical time is more than that, `DEADLINE_EXCEEDED` when less is left
+   * than the method's fastest typical time. Streaming calls are never refused. See docs/guides/admission.md.
+   * Default off.
+   */
+  admission?: boolean | AdmissionOptions<Call> | undefined;
+}
+
 /** How far apart two hosts' clocks are taken to be, unless told (ms): what NTP or chrony keeps a fleet within. */
 const DEFAULT_CLOCK_SKEW_MS = 10;
 
@@ -84,13 +103,15 @@ export interface ResolvedIncomingOptions<Call> {
   logger: CallLineLogger | undefined;
   /** `clockSkewMs`; `undefined`: a message's wall-clock deadline is not read. */
   clockSkewMs: number | undefined;
+  /** Admission of an RPC server's calls; `undefined`: off (and for messages). */
+  admission: ResolvedAdmission<Call> | undefined;
 }
 
 /** @internal */
 export function resolveIncomingOptions<Call>(
-  options: IncomingCallOptions<Call> | undefined,
+  options: RpcServerOptions<Call> | undefined,
 ): ResolvedIncomingOptions<Call> {
-  const given = (checkObject('options', options) ?? {}) as IncomingCallOptions<Call>;
+  const given = (checkObject('options', options) ?? {}) as RpcServerOptions<Call>;
   const range = { min: 1, max: MAX_TIMER_DELAY_MS };
   const maxMs = checkNumber('maxMs', given.maxMs, range) ?? 60_000;
   const defaultMs = checkNumber('defaultMs', given.defaultMs, range) ?? Math.min(15_000, maxMs);
@@ -118,5 +139,6 @@ export function resolveIncomingOptions<Call>(
       given.clockSkewMs === false
         ? undefined
         : (checkNumber('clockSkewMs', given.clockSkewMs, { min: 0, max: 60_000 }) ?? DEFAULT_CLOCK_SKEW_MS),
+    admission: resolveAdmission<Call>(given.admission),
   };
 }

@@ -12,6 +12,7 @@
  * @packageDocumentation
  */
 
+export type { AdmissionOptions } from './admission-options.js';
 export {
   bindContext,
   type ContextInit,

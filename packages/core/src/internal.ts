@@ -13,7 +13,9 @@ export {
   AdmissionRoute,
   type AdmissionVerdict,
   LOADED_MS,
+  shedMessage,
 } from './admission.js';
+export { isExempt, type ResolvedAdmission, resolveAdmission } from './admission-options.js';
 export { type CallStopListener, OutgoingCall, type OutgoingCallOptions } from './call.js';
 export type { CallGuard, CallOutcome, CallPermit } from './call-guard.js';
 export { CheckoutQueue } from './checkout-queue.js';
@@ -40,6 +42,7 @@ export {
   type CallLineLogger,
   type IncomingCallOptions,
   type ResolvedIncomingOptions,
+  type RpcServerOptions,
   resolveIncomingOptions,
 } from './incoming-options.js';
 export { loopDelayMs } from './loop-delay.js';

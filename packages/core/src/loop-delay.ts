@@ -33,7 +33,7 @@ function tick(): void {
  * @example
  * ```ts
  * const queueMs = loopDelayMs();
- * if (remainingMs < queueMs + expectedMs) refuse();
+ * if (remainingMs < 2 * queueMs + expectedMs) refuse();
  * ```
  * @internal
  */

@@ -6,7 +6,7 @@
 import type { EventEmitter } from 'node:events';
 import { IncomingCall, type ResolvedIncomingOptions } from '@deadline/core/internal';
 import type { BudgetParser, HeaderSource } from '@deadline/core/wire';
-import type { Metadata } from '@grpc/grpc-js';
+import type { Metadata, MethodDefinition } from '@grpc/grpc-js';
 import { type GrpcServerCall, msUntil } from './grpc-types.js';
 
 /** Request metadata as the core reads headers. */
@@ -37,15 +37,16 @@ export const GRPC_JS_TIMER_LEAD_MS = 20;
 /** @internal */
 export function startCall(
   call: GrpcServerCall,
-  method: string,
+  method: Pick<MethodDefinition<unknown, unknown>, 'path' | 'requestStream' | 'responseStream'>,
   options: ResolvedIncomingOptions<GrpcServerCall>,
   parser: BudgetParser,
 ): IncomingCall<GrpcServerCall> {
   const incoming = new IncomingCall(
     {
       call,
-      method,
+      method: method.path,
       protocol: 'grpc',
+      streaming: method.requestStream || method.responseStream,
       headers: headersOf(call.metadata),
       // grpc-js's own reading of `grpc-timeout`, which is what ends the call (see docs/guides/grpc.md for the values
       // it misreads); the metadata no longer holds the header.

@@ -5,11 +5,7 @@
  */
 
 import type { EventEmitter } from 'node:events';
-import {
-  type IncomingCallOptions,
-  type ResolvedIncomingOptions,
-  resolveIncomingOptions,
-} from '@deadline/core/internal';
+import { type ResolvedIncomingOptions, type RpcServerOptions, resolveIncomingOptions } from '@deadline/core/internal';
 import { type BudgetParser, createBudgetParser } from '@deadline/core/wire';
 import {
   type Metadata,
@@ -21,11 +17,11 @@ import {
 } from '@grpc/grpc-js';
 import type { GrpcServerCall } from './grpc-types.js';
 import { startCall } from './incoming-call.js';
-import { codeOf, toGrpcStatus } from './status.js';
+import { codeOf, shedStatus, toGrpcStatus } from './status.js';
 
 /**
- * Options of {@link deadlineService}: the core's options of an incoming RPC call, its `trust` predicate shown the
- * grpc-js server call.
+ * Options of {@link deadlineService}: the core's options of an RPC server, its `trust` and `admission.exempt`
+ * predicates shown the grpc-js server call.
  *
  * @example
  * ```ts
@@ -33,7 +29,7 @@ import { codeOf, toGrpcStatus } from './status.js';
  * server.addService(InventoryService, deadlineService(InventoryService, implementation, options));
  * ```
  */
-export type GrpcServerDeadlineOptions = IncomingCallOptions<GrpcServerCall>;
+export type GrpcServerDeadlineOptions = RpcServerOptions<GrpcServerCall>;
 
 type Handler = (call: GrpcServerCall, callback?: Answer) => unknown;
 /** grpc-js's `sendUnaryData`, taking any error: ours are answered with their status. */
@@ -49,7 +45,8 @@ type Method = ServiceDefinition[string];
  * trailer, or a clamped one — the call is answered `DEADLINE_EXCEEDED` naming this hop in the
  * `x-deadline-exceeded-by` trailer, and the work the handler started (queries, calls) is stopped with a
  * `DeadlineExceededError`. A streaming call is bounded as a whole. An error that is one of ours (or explained by one)
- * is answered with its gRPC status ({@link toGrpcStatus}).
+ * is answered with its gRPC status ({@link toGrpcStatus}). With `admission`, a unary call that cannot finish is
+ * refused before its handler runs: `UNAVAILABLE` with `grpc-retry-pushback-ms` when the server is overloaded.
  *
  * @example
  * ```ts
@@ -92,7 +89,7 @@ function answeringHandler(
   parser: BudgetParser,
 ) {
   return function withDeadline(call: GrpcServerCall, callback: sendUnaryData<unknown>): void {
-    const incoming = startCall(call, method.path, options, parser);
+    const incoming = startCall(call, method, options, parser);
     const answer: Answer = (error, value, trailer, flags) => {
       if (incoming.ended) return;
       if (error === null || error === undefined) {
@@ -106,6 +103,12 @@ function answeringHandler(
     };
     if (incoming.refusal !== undefined) {
       answer(incoming.refusal);
+      return;
+    }
+    if (incoming.shed !== undefined) {
+      const status = shedStatus(incoming.shed, options.hop);
+      incoming.end(status.code);
+      callback(status as ServerErrorResponse);
       return;
     }
     incoming.onStop((reason) => answer(reason));
@@ -125,7 +128,7 @@ function streamingHandler(
   parser: BudgetParser,
 ) {
   return function withDeadline(call: GrpcServerCall): void {
-    const incoming = startCall(call, method.path, options, parser);
+    const incoming = startCall(call, method, options, parser);
     const stream = call as EventEmitter & { pendingStatus?: { code?: number } };
     let failure: unknown;
     const fail = (error: unknown) => {

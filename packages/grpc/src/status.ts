@@ -5,8 +5,12 @@
  * `downstream:<hop>`.
  */
 import { CancelledError, DeadlineExceededError, ErrorCode, findDeadlineError, type StopReason } from '@deadline/core';
-import { findErrorWithCode } from '@deadline/core/internal';
-import { DEADLINE_EXCEEDED_BY_HEADER } from '@deadline/core/wire';
+import { type AdmissionRefusal, findErrorWithCode, shedMessage } from '@deadline/core/internal';
+import {
+  DEADLINE_EXCEEDED_BY_HEADER,
+  DEADLINE_REFUSED_BY_HEADER,
+  GRPC_RETRY_PUSHBACK_HEADER,
+} from '@deadline/core/wire';
 import { Metadata, status as Status, type StatusObject } from '@grpc/grpc-js';
 
 /**
@@ -52,6 +56,18 @@ export function toGrpcStatus(error: unknown, hop?: string): StatusObject | undef
   const refusal = findErrorWithCode(error, ErrorCode.CircuitOpen);
   if (refusal !== undefined) return { code: Status.UNAVAILABLE, details: refusal.message, metadata: new Metadata() };
   return undefined;
+}
+
+/**
+ * The status of a call admission refused for load: `UNAVAILABLE` (gRPC's code for a condition a retry, elsewhere or
+ * later, may not meet), the refusing hop in `x-deadline-refused-by`, the queue's time in `grpc-retry-pushback-ms` (when it should have drained).
+ * @internal
+ */
+export function shedStatus(refusal: AdmissionRefusal, hop: string): StatusObject {
+  const metadata = new Metadata();
+  metadata.set(DEADLINE_REFUSED_BY_HEADER, hop);
+  metadata.set(GRPC_RETRY_PUSHBACK_HEADER, String(Math.max(1, Math.ceil(refusal.queueMs))));
+  return { code: Status.UNAVAILABLE, details: shedMessage(refusal, hop), metadata };
 }
 
 /** The status a call refused before anything was sent ends with: its reason as details, and as `cause`. @internal */

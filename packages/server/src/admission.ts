@@ -5,68 +5,17 @@
  * as this hop's deadline (504) when the request could not finish at all — and tells each route how long the requests
  * it let in took.
  */
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
-import { InvalidArgumentError } from '@deadline/core';
+import type { IncomingHttpHeaders } from 'node:http';
 import {
-  Admission,
   type AdmissionRoute,
-  checkFunction,
-  checkNumber,
+  isExempt,
   monotonicNow,
   publishAdmissionRefused,
+  type ResolvedAdmission,
 } from '@deadline/core/internal';
 import { parseUrgency } from '@deadline/core/wire';
 import type { LineLogger } from './options.js';
 import { type RequestState, reportHookError } from './request-deadline.js';
-
-/**
- * The `admission` option of the server adapters, when an object (`true` takes every default).
- *
- * @example
- * ```ts
- * app.register(fastifyDeadline, {
- *   serviceName: 'orders',
- *   admission: { exempt: (request) => request.url === '/health' },
- * });
- * ```
- */
-export interface AdmissionOptions<Req = IncomingMessage> {
-  /**
-   * The percentile of a route's time that a request must have left, beside the server's queue, to be let in while
-   * the server is loaded (0.5 … 0.999). Higher refuses more under load and lets fewer admitted requests miss.
-   * Default 0.9.
-   */
-  quantile?: number | undefined;
-  /**
-   * Requests never refused (health checks, a load balancer's probes). Long-lived requests never are either. A
-   * throwing predicate counts as exempt. Default: none.
-   */
-  exempt?: ((req: Req) => boolean) | undefined;
-}
-
-/** The `admission` option after checking. @internal */
-export interface ResolvedAdmission<Req> {
-  readonly engine: Admission;
-  readonly exempt: ((req: Req) => boolean) | undefined;
-}
-
-/**
- * Checks the `admission` option: `undefined` when admission is off.
- * @internal
- */
-export function resolveAdmission<Req>(value: unknown): ResolvedAdmission<Req> | undefined {
-  if (value === undefined || value === false) return undefined;
-  if (value === true) return { engine: new Admission(), exempt: undefined };
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new InvalidArgumentError('admission', 'true, false or an object', value);
-  }
-  const given = value as AdmissionOptions<Req>;
-  const quantile = checkNumber('admission.quantile', given.quantile, { min: 0.5, max: 0.999 }) ?? 0.9;
-  return {
-    engine: new Admission(quantile),
-    exempt: checkFunction<(req: Req) => boolean>('admission.exempt', given.exempt),
-  };
-}
 
 /**
  * The verdict on `state`'s request, of route `routeKey`, as it arrives: returns whether it may run. `longLived`: the
@@ -83,7 +32,8 @@ export function admitRequest<Req>(
   logger: LineLogger | undefined,
   longLived = false,
 ): boolean {
-  if (longLived || state.longLived || isExempt(admission, req, state, logger)) return true;
+  const onError = (error: unknown) => reportHookError(logger, 'admission.exempt', error, state.options.hop);
+  if (longLived || state.longLived || isExempt(admission, req, onError)) return true;
   const route = admission.engine.route(routeKey);
   if (route.longLived) return true;
   // RFC 9218's urgency, from callers trusted to lengthen their budget: anyone else could buy a place ahead.
@@ -129,20 +79,4 @@ function follow(route: AdmissionRoute, state: RequestState, probe: boolean): voi
     route.leave(monotonicNow() - state.arrivedAt, counts, probe);
     if (state.longLived && route.key.includes('/')) route.longLived = true;
   });
-}
-
-function isExempt<Req>(
-  admission: ResolvedAdmission<Req>,
-  req: Req,
-  state: RequestState,
-  logger: LineLogger | undefined,
-): boolean {
-  const exempt = admission.exempt;
-  if (exempt === undefined) return false;
-  try {
-    return exempt(req) === true;
-  } catch (error) {
-    reportHookError(logger, 'admission.exempt', error, state.options.hop);
-    return true;
-  }
 }

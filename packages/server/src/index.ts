@@ -5,7 +5,7 @@
  * @packageDocumentation
  */
 
-export type { AdmissionOptions } from './admission.js';
+export type { AdmissionOptions } from '@deadline/core';
 export type { RequestBudget } from './budget.js';
 export { REQUEST_END_CHANNEL } from './diagnostics.js';
 export { type DeadlineHandlerOptions, type DeadlineRequest, deadlineHandler } from './node-handler.js';

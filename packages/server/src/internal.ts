@@ -3,7 +3,7 @@
  * @packageDocumentation
  */
 
-export { admitRequest, type ResolvedAdmission, resolveAdmission } from './admission.js';
+export { admitRequest } from './admission.js';
 export {
   budgetReader,
   createParser,

@@ -3,7 +3,7 @@
  * option and the value received.
  */
 import type { IncomingMessage } from 'node:http';
-import { type DeadlineExceededError, InvalidArgumentError } from '@deadline/core';
+import { type AdmissionOptions, type DeadlineExceededError, InvalidArgumentError } from '@deadline/core';
 import {
   checkBoolean,
   checkFunction,
@@ -11,9 +11,10 @@ import {
   checkNumber,
   checkObject,
   MAX_TIMER_DELAY_MS,
+  type ResolvedAdmission,
+  resolveAdmission,
 } from '@deadline/core/internal';
 import { ALL_DIALECTS, type DeadlineDialect } from '@deadline/core/wire';
-import { type AdmissionOptions, type ResolvedAdmission, resolveAdmission } from './admission.js';
 import type { DeadlineAnswer } from './respond.js';
 
 /**
@@ -125,8 +126,8 @@ export interface DeadlineServerOptions<Req = IncomingMessage> extends RouteLimit
   /**
    * Admission: refuse at arrival — before the body is read and before any of the app's hooks or handlers run — a
    * request that cannot finish in what is left of its budget. Each route learns its own time; the server measures
-   * its queue (event-loop delay). Under load, a request whose remaining budget cannot cover the queue plus its
-   * route's expected time is answered 503 with `Retry-After` and `X-Deadline-Refused-By`; one with less left than its
+   * its queue (event-loop delay). Under load, a request whose remaining budget cannot cover the queue (twice) plus
+   * its route's expected time is answered 503 with `Retry-After` and `X-Deadline-Refused-By`; one with less left than its
    * route's fastest typical time, 504 as this hop's deadline. Long-lived requests and `exempt` ones are never
    * refused. `true` takes the defaults ({@link AdmissionOptions}). Default off.
    */

@@ -39,11 +39,11 @@ export interface OverloadedBody {
   error: 'overloaded';
   /** The hop that refused. */
   refusedBy: string;
-  /** `overloaded`: its queue plus the route's time was more than was left; `low-priority`: shed first. */
+  /** `overloaded`: its queue (twice) plus the route's time was more than was left; `low-priority`: shed first. */
   reason: 'overloaded' | 'low-priority';
-  /** The request's remaining budget at arrival, in ms. */
+  /** The request's remaining budget at arrival, in whole ms rounded down. */
   remainingMs: number;
-  /** The queue plus the route's expected time, in ms. */
+  /** The queue twice plus the route's expected time, in whole ms rounded up (so always more than `remainingMs`). */
   neededMs: number;
   /** The server's queue (event-loop delay) at arrival, in ms. */
   queueMs: number;
@@ -91,8 +91,9 @@ export function overloadedAnswer(refusal: AdmissionRefusal, hop: string): Deadli
     error: 'overloaded',
     refusedBy: hop,
     reason: refusal.reason === 'low-priority' ? 'low-priority' : 'overloaded',
-    remainingMs: Math.round(refusal.remainingMs),
-    neededMs: Math.round(refusal.neededMs),
+    // Rounded apart, as the log line's message does: whole numbers that still show needed > left.
+    remainingMs: Math.floor(refusal.remainingMs),
+    neededMs: Math.ceil(refusal.neededMs),
     queueMs: Math.round(refusal.queueMs),
   };
   return {

@@ -247,11 +247,12 @@ export function admissionSuite(harness: Harness): void {
 
     it('a burst the loop cannot serve in time: the rest refused at arrival with 503, their handlers never run, the others answered in time', async () => {
       const before = { cpu: runs.cpu, done: cpuDoneAt.length, refusals: refusals.length, lines: server.logs.length };
-      const budgetMs = 1_000;
-      // 30 requests written while the loop is busy for 300 ms, then 30 × 40 ms of CPU: more than the budget.
+      const budgetMs = 1_500;
+      // 40 requests written while the loop is busy for 300 ms, then 40 × 40 ms of CPU: more than the budget. The
+      // queue counts twice (core's admission.ts), so about 10 are let in.
       const burst = await whileBlocked(
         Array.from(
-          { length: 30 },
+          { length: 40 },
           () => ['/cpu', { 'x-request-deadline': String(budgetMs) }] as [string, Record<string, string>],
         ),
       );
@@ -261,12 +262,10 @@ export function admissionSuite(harness: Harness): void {
       expect(answered.length).toBeGreaterThanOrEqual(5);
       expect(refused.length + answered.length).toBe(burst.length);
       // The ones let in could finish: their handlers were done by the budget, counted from when the burst was sent
-      // (the server's side: this client reads its answers only once the server's stretch is over). The last ones let
-      // in were expected to finish near it (their route's 90th percentile fitted what was left), and a busy machine
-      // can push them past it: most are in time, none far past. Without admission the last would end at ~1.5 s.
+      // (the server's side: this client reads its answers only once the server's stretch is over). The queue counted
+      // twice leaves room: the last ones let in end near half of it. Without admission the last would end at ~1.9 s.
       const doneMs = cpuDoneAt.slice(before.done).map((doneAt) => doneAt - burstSentAt);
-      expect(doneMs.filter((ms) => ms < budgetMs).length).toBeGreaterThanOrEqual(doneMs.length / 2);
-      for (const ms of doneMs) expect(ms).toBeLessThan(budgetMs * 1.25);
+      for (const ms of doneMs) expect(ms).toBeLessThan(budgetMs);
       // Nothing of a refused request ran: only the admitted ones reached the handler.
       expect(runs.cpu - before.cpu).toBe(answered.length);
       for (const answer of refused) {

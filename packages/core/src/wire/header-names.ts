@@ -81,6 +81,17 @@ export const DEADLINE_EXCEEDED_BY_HEADER = 'x-deadline-exceeded-by';
 export const DEADLINE_REFUSED_BY_HEADER = 'x-deadline-refused-by';
 
 /**
+ * gRPC's trailer for how long a client's retry policy should wait before trying again, in ms ("server pushback",
+ * gRPC A6): sent by a gRPC or Connect server with the `UNAVAILABLE` of a call refused because it was overloaded.
+ *
+ * @example
+ * ```ts
+ * const waitMs = Number(status.metadata.get(GRPC_RETRY_PUSHBACK_HEADER)[0] ?? 0);
+ * ```
+ */
+export const GRPC_RETRY_PUSHBACK_HEADER = 'grpc-retry-pushback-ms';
+
+/**
  * A header dialect: `deadline` (ours), `grpc`, `connect`, `envoy`.
  * Reading `envoy` means `x-envoy-expected-rq-timeout-ms`; writing it means `x-envoy-upstream-rq-timeout-ms`.
  *
