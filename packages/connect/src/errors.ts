@@ -53,7 +53,7 @@ export function shedError(refusal: AdmissionRefusal, hop: string): ConnectError 
   const metadata = {
     [DEADLINE_REFUSED_BY_HEADER]: hop,
     'retry-after': String(refusal.retryAfterS),
-    [GRPC_RETRY_PUSHBACK_HEADER]: String(Math.max(1, Math.ceil(refusal.queueMs))),
+    [GRPC_RETRY_PUSHBACK_HEADER]: String(refusal.retryAfterMs),
   };
   return new ConnectError(shedMessage(refusal, hop), Code.Unavailable, metadata);
 }

@@ -19,5 +19,7 @@ describe('options', () => {
     bad(() => deadlineInterceptor({ minMs: 20, defaultMs: 10 }), 'minMs');
     bad(() => deadlineInterceptor({ trust: 'yes' as never }), 'trust');
     bad(() => deadlineInterceptor({ cancelOnEnd: 1 as never }), 'cancelOnEnd');
+    bad(() => deadlineInterceptor({ admission: [] as never }), 'admission');
+    bad(() => deadlineInterceptor({ admission: { exempt: true as never } }), 'admission.exempt');
   });
 });

@@ -52,6 +52,8 @@ export interface AdmissionRefusal {
   readonly queueMs: number;
   /** For `Retry-After`: when the queue should have drained, in whole seconds (at least 1). */
   readonly retryAfterS: number;
+  /** For gRPC's `grpc-retry-pushback-ms`: the same, in whole ms (at least 1). */
+  readonly retryAfterMs: number;
 }
 
 /** A request let in; `probe` when the route's estimate alone would have refused it (see the module's comment). @internal */
@@ -189,6 +191,7 @@ function refusal(reason: AdmissionReason, remainingMs: number, neededMs: number,
     neededMs,
     queueMs,
     retryAfterS: Math.max(1, Math.ceil(queueMs / 1_000)),
+    retryAfterMs: Math.max(1, Math.ceil(queueMs)),
   };
 }
 

@@ -60,13 +60,14 @@ export function toGrpcStatus(error: unknown, hop?: string): StatusObject | undef
 
 /**
  * The status of a call admission refused for load: `UNAVAILABLE` (gRPC's code for a condition a retry, elsewhere or
- * later, may not meet), the refusing hop in `x-deadline-refused-by`, the queue's time in `grpc-retry-pushback-ms` (when it should have drained).
+ * later, may not meet), the refusing hop in `x-deadline-refused-by`, and in `grpc-retry-pushback-ms` when the queue
+ * should have drained.
  * @internal
  */
 export function shedStatus(refusal: AdmissionRefusal, hop: string): StatusObject {
   const metadata = new Metadata();
   metadata.set(DEADLINE_REFUSED_BY_HEADER, hop);
-  metadata.set(GRPC_RETRY_PUSHBACK_HEADER, String(Math.max(1, Math.ceil(refusal.queueMs))));
+  metadata.set(GRPC_RETRY_PUSHBACK_HEADER, String(refusal.retryAfterMs));
   return { code: Status.UNAVAILABLE, details: shedMessage(refusal, hop), metadata };
 }
 

@@ -22,5 +22,10 @@ describe('options', () => {
     bad(() => deadlineService(Inventory.service, implementation(), { serviceName: 'a b' }), 'serviceName');
     bad(() => deadlineService(Inventory.service, implementation(), { headers: ['http'] as never }), 'headers');
     bad(() => deadlineService(Inventory.service, implementation(), { logger: {} as never }), 'logger');
+    bad(() => deadlineService(Inventory.service, implementation(), { admission: 'on' as never }), 'admission');
+    bad(
+      () => deadlineService(Inventory.service, implementation(), { admission: { quantile: 1 } }),
+      'admission.quantile',
+    );
   });
 });
