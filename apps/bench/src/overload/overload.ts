@@ -204,8 +204,16 @@ export interface HandlerCpuWindow {
   deadMs: number;
   /** Of which on requests that missed (no 2xx in time: refused, shed, gave up), whenever it ran. */
   missedMs: number;
-  /** Per hop: handlers that began in the window, and their mean CPU (ms); null: none began. */
-  hops: Record<ServiceName, { handlers: number; meanCpuMs: number | null }>;
+  /**
+   * Per hop: handlers that began in the window and their mean CPU (ms; null: none began); the hop's share of `deadMs`;
+   * and of that, what handlers spent that began only after their client had stopped waiting (`lateStartMs`, from
+   * `lateStarts` handlers): requests that reached the hop already dead, as against ones that were alive when it
+   * started on them and ran past their client's patience.
+   */
+  hops: Record<
+    ServiceName,
+    { handlers: number; meanCpuMs: number | null; deadMs: number; lateStarts: number; lateStartMs: number }
+  >;
 }
 
 export interface LevelResult {
@@ -660,6 +668,12 @@ function database(
   };
 }
 
+/** Each hop's dead handler CPU, and in brackets what of it went to requests that reached the hop already dead. */
+function deadByHop({ hops }: HandlerCpuWindow): string {
+  const one = ({ deadMs, lateStartMs }: HandlerCpuWindow['hops'][ServiceName]) => `${deadMs} (${lateStartMs})`;
+  return `${one(hops.gateway)}/${one(hops.orders)}/${one(hops.inventory)}`;
+}
+
 /**
  * The handlers' CPU in [start, end]: each handler's CPU spread evenly over its run (a handler that ran across the
  * window's edge, or across its client's give-up, counts for the share of its run on each side).
@@ -677,10 +691,15 @@ function handlerWindow(
   const hop = (list: HandlerRecord[]) => {
     let began = 0;
     let cpuMs = 0;
+    let hopDeadMs = 0;
+    let lateStarts = 0;
+    let lateStartMs = 0;
     for (const [rid, from, to, cpuMicros] of list) {
+      const stopped = interest.get(rid);
       if (from >= start && from < end) {
         began++;
         cpuMs += cpuMicros / 1000;
+        if (stopped !== undefined && from >= stopped) lateStarts++;
       }
       if (cpuMicros === 0 || to <= from) continue;
       const inside = Math.min(to, end) - Math.max(from, start);
@@ -688,10 +707,19 @@ function handlerWindow(
       const perMs = cpuMicros / 1000 / (to - from);
       busyMs += inside * perMs;
       if (missed.has(rid)) missedMs += inside * perMs;
-      const stopped = interest.get(rid);
-      if (stopped !== undefined) deadMs += Math.max(0, Math.min(to, end) - Math.max(from, start, stopped)) * perMs;
+      if (stopped === undefined) continue;
+      const dead = Math.max(0, Math.min(to, end) - Math.max(from, start, stopped)) * perMs;
+      hopDeadMs += dead;
+      if (from >= stopped) lateStartMs += dead;
     }
-    return { handlers: began, meanCpuMs: began === 0 ? null : round(cpuMs / began, 3) };
+    deadMs += hopDeadMs;
+    return {
+      handlers: began,
+      meanCpuMs: began === 0 ? null : round(cpuMs / began, 3),
+      deadMs: Math.round(hopDeadMs),
+      lateStarts,
+      lateStartMs: Math.round(lateStartMs),
+    };
   };
   const hops = { gateway: hop(handlers.gateway), orders: hop(handlers.orders), inventory: hop(handlers.inventory) };
   return { busyMs: Math.round(busyMs), deadMs: Math.round(deadMs), missedMs: Math.round(missedMs), hops };
@@ -1272,6 +1300,7 @@ export function overloadRows(report: OverloadReport): Record<string, string | nu
         'dead work': percent(level.deadWork),
         'missed work': percent(level.missedWork),
         'dead ms handlers/DB': `${level.handlerCpu.deadMs}/${level.databaseCpu?.deadMs ?? '–'}`,
+        'dead ms g/o/i (arrived dead)': deadByHop(level.handlerCpu),
         recovery: recoveryCell(level),
         'loop p99 ms g/o/i': `${level.services.gateway.loopDelayP99Ms}/${level.services.orders.loopDelayP99Ms}/${level.services.inventory.loopDelayP99Ms}`,
         'CPU chain/pg/other': `${level.chainCpu.toFixed(2)}/${level.postgresCpu?.toFixed(2) ?? '–'}/${level.otherCpu?.toFixed(2) ?? '–'}`,
