@@ -5,24 +5,8 @@
  * recovers; the table of routes is bounded.
  */
 import { describe, expect, it } from 'vitest';
-import { untilTrue } from '../../../test/support/turns.ts';
+import { spin, untilLoopIdle } from '../../../test/support/busy-loop.ts';
 import { Admission, LOADED_MS, loopDelayMs } from '../src/internal.ts';
-
-function spin(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
-    // busy: the loop can do nothing else
-  }
-}
-
-/**
- * Lets the loop turn until its delay reads under a millisecond (its timer ticked on time, within timer slack: on a
- * busy machine it is rarely exactly 0), far below the 10 ms that means loaded.
- */
-async function idleLoop(): Promise<void> {
-  loopDelayMs();
-  await untilTrue(() => loopDelayMs() < 1);
-}
 
 /** A route that answered `count` requests in time, taking `ms` each (or 50–150 ms, spread evenly, for `'spread'`). */
 function taught(admission: Admission, key: string, ms: number | 'spread', count = 50) {
@@ -38,7 +22,7 @@ describe('Admission', () => {
   it('on an idle loop, refuses only a request with less left than the route fastest typical time', async () => {
     const admission = new Admission();
     const route = taught(admission, 'GET /a', 'spread');
-    await idleLoop();
+    await untilLoopIdle(loopDelayMs);
     // Below the route's 90th percentile, but above its fastest: let in (no queue, it may well finish).
     expect(admission.check(route, 100, undefined)).toMatchObject({ admitted: true, probe: false });
     route.enter(); // one of the route's in flight: the estimate is not being tested
@@ -50,7 +34,7 @@ describe('Admission', () => {
   it('says nothing of a route before its warm-up: no estimate, no refusal on an idle loop', async () => {
     const admission = new Admission();
     const route = taught(admission, 'GET /new', 500, 5);
-    await idleLoop();
+    await untilLoopIdle(loopDelayMs);
     route.enter();
     expect(admission.check(route, 1, undefined).admitted).toBe(true);
   });
@@ -58,7 +42,7 @@ describe('Admission', () => {
   it('on a loaded loop, refuses what cannot cover the queue plus the route 90th percentile, with Retry-After', async () => {
     const admission = new Admission();
     const route = taught(admission, 'GET /b', 20);
-    await idleLoop();
+    await untilLoopIdle(loopDelayMs);
     spin(200);
     const refused = admission.check(route, 150, undefined);
     expect(refused).toMatchObject({ admitted: false, reason: 'overloaded', retryAfterS: 1 });
@@ -72,13 +56,13 @@ describe('Admission', () => {
   it('urgency: below 3 is let in under load, above 3 is shed first, 3 or none is judged by its time', async () => {
     const admission = new Admission();
     const route = taught(admission, 'GET /c', 20);
-    await idleLoop();
+    await untilLoopIdle(loopDelayMs);
     spin(LOADED_MS * 5);
     expect(admission.check(route, 5, 1).admitted).toBe(true);
     expect(admission.check(route, 100_000, 6)).toMatchObject({ admitted: false, reason: 'low-priority' });
     expect(admission.check(route, 100_000, 3).admitted).toBe(true);
     expect(admission.check(route, 100_000, undefined).admitted).toBe(true);
-    await idleLoop();
+    await untilLoopIdle(loopDelayMs);
     // No load: urgency changes nothing.
     expect(admission.check(route, 100_000, 7).admitted).toBe(true);
   });
@@ -88,7 +72,7 @@ describe('Admission', () => {
     const route = taught(admission, 'GET /d', 5, 200);
     // The burst: 1,000 answers of 2 s (a stall), enough to move even the route's fastest typical time.
     taught(admission, 'GET /d', 2_000, 1_000);
-    await idleLoop();
+    await untilLoopIdle(loopDelayMs);
     route.enter();
     expect(admission.check(route, 500, undefined)).toMatchObject({ admitted: false, reason: 'too-little-time' });
     route.leave(0, false, false);

@@ -8,7 +8,7 @@
  */
 import diagnostics from 'node:diagnostics_channel';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { untilTrue } from '../../../test/support/turns.ts';
+import { spin, untilLoopIdle } from '../../../test/support/busy-loop.ts';
 import { type AdmissionRefusedMessage, DeadlineExceededError, DiagnosticsChannel } from '../src/index.ts';
 import {
   type Admission,
@@ -28,19 +28,6 @@ interface Call {
 
 const METHOD = '/inventory.Inventory/Reserve';
 const parser = createBudgetParser();
-
-function spin(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
-    // busy: the loop can do nothing else
-  }
-}
-
-/** Lets the loop turn until its delay reads under a millisecond: not loaded. */
-async function idleLoop(): Promise<void> {
-  loopDelayMs();
-  await untilTrue(() => loopDelayMs() < 1);
-}
 
 /** A service of `options` with admission on, its method taught that its calls take 50 ms. */
 function service(options: RpcServerOptions<Call> = {}) {
@@ -98,7 +85,7 @@ describe('admission of an RPC call', () => {
 
   it('a loaded server sheds a call that cannot cover the queue plus its method time: published, logged refused', async () => {
     const { start, lines } = service();
-    await idleLoop();
+    await untilLoopIdle(loopDelayMs);
     spin(200);
     const call = start({ ownMs: 150 });
     expect(call.refusal).toBeUndefined();
@@ -121,7 +108,7 @@ describe('admission of an RPC call', () => {
 
   it('less left than the method fastest typical time is this hop deadline, loaded or not', async () => {
     const { start, route } = service();
-    await idleLoop();
+    await untilLoopIdle(loopDelayMs);
     route.enter(); // one of its calls in flight: the estimate is not being tested by a probe
     const call = start({ ownMs: 20 });
     expect(call.shed).toBeUndefined();
@@ -141,7 +128,7 @@ describe('admission of an RPC call', () => {
         },
       },
     });
-    await idleLoop();
+    await untilLoopIdle(loopDelayMs);
     spin(200);
     expect(start({ ownMs: 150 }).shed).toBeDefined();
     expect(start({ ownMs: 150, streaming: true }).shed).toBeUndefined();
@@ -160,7 +147,7 @@ describe('admission of an RPC call', () => {
 
   it('urgency (RFC 9218 priority) counts only from a trusted caller', async () => {
     const { start } = service({ trust: (call) => call.internal });
-    await idleLoop();
+    await untilLoopIdle(loopDelayMs);
     spin(LOADED_MS * 5);
     const lowPriority = { headers: { priority: 'u=7' }, ownMs: 100_000 };
     expect(start(lowPriority).shed).toBeUndefined();
@@ -169,7 +156,7 @@ describe('admission of an RPC call', () => {
 
   it('an admitted call teaches its method at its end; an error teaches nothing', async () => {
     const { start, route } = service();
-    await idleLoop();
+    await untilLoopIdle(loopDelayMs);
     const before = route.time.estimate();
     const answered = start({ ownMs: 5_000 });
     expect(route.inFlight).toBe(1);

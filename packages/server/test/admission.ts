@@ -13,6 +13,7 @@ import { type AdmissionRefusedMessage, DiagnosticsChannel } from '@deadline/core
 import { DEADLINE_EXCEEDED_BY_HEADER, DEADLINE_REFUSED_BY_HEADER } from '@deadline/core/wire';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spin } from '../../../test/support/busy-loop.ts';
 import { untilTrue } from '../../../test/support/turns.ts';
 import type { OverloadedBody } from '../src/index.ts';
 import { deadlineLines, type Harness, type Route, type Running } from './harness.ts';
@@ -20,13 +21,6 @@ import { deadlineLines, type Harness, type Route, type Running } from './harness
 const HOP = 'admitting';
 /** CPU each /cpu request spends, synchronously: the event loop is the bottleneck. */
 const CPU_MS = 40;
-
-function spin(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
-    // busy: the loop can do nothing else
-  }
-}
 
 interface Answer {
   status: number;
