@@ -125,6 +125,19 @@ export class AdmissionRoute {
     }
     this.time.record(elapsedMs);
   }
+
+  /**
+   * The first rule alone (see the module's comment), for `remainingMs` left: a refusal (`too-little-time`) when less
+   * is left than the route's fastest typical time and another of its requests is running; a probe when none is;
+   * `undefined` when enough is left, or nothing is known yet. `queueMs` goes into a refusal as it is.
+   */
+  judgeFloor(remainingMs: number, queueMs: number): AdmissionVerdict | undefined {
+    const floor = this.time.estimate(FLOOR_QUANTILE);
+    if (floor === undefined || remainingMs >= floor) return undefined;
+    // The estimate alone says no: tested by a request whenever none of the route's is running.
+    if (this.inFlight === 0) return PROBE;
+    return refusal('too-little-time', remainingMs, floor, queueMs);
+  }
 }
 
 /**
@@ -166,16 +179,17 @@ export class Admission {
   /**
    * The verdict on a request of `route` with `remainingMs` left as it arrives. `urgency` is the trusted caller's
    * RFC 9218 urgency (0 most urgent … 7; 3 when unset): above 3 it is shed first under load, below 3 it is not
-   * refused for the load (only when it could not finish at all).
+   * refused for the load (only when it could not finish at all). `queueMs`: the process's queue it is judged by, the
+   * event loop's delay now unless the caller read it earlier.
    */
-  check(route: AdmissionRoute, remainingMs: number, urgency: number | undefined): AdmissionVerdict {
-    const queueMs = loopDelayMs();
-    const floor = route.time.estimate(FLOOR_QUANTILE);
-    if (floor !== undefined && remainingMs < floor) {
-      // The estimate alone says no: tested by a request whenever none of the route's is running.
-      if (route.inFlight === 0) return PROBE;
-      return refusal('too-little-time', remainingMs, floor, queueMs);
-    }
+  check(
+    route: AdmissionRoute,
+    remainingMs: number,
+    urgency: number | undefined,
+    queueMs = loopDelayMs(),
+  ): AdmissionVerdict {
+    const floored = route.judgeFloor(remainingMs, queueMs);
+    if (floored !== undefined) return floored;
     if (queueMs < LOADED_MS || (urgency !== undefined && urgency < 3)) return PASS;
     const neededMs = 2 * queueMs + (route.time.estimate() ?? 0);
     if (urgency !== undefined && urgency > 3) return refusal('low-priority', remainingMs, neededMs, queueMs);
