@@ -28,9 +28,11 @@ export function instrumentSchema(schema: GraphQLSchema): GraphQLSchema {
     if (!isObjectType(type) || isIntrospectionType(type)) continue;
     for (const field of Object.values(type.getFields())) {
       const limits = limitsOf(field, type.name);
+      const coordinate = `${type.name}.${field.name}`;
       const resolve = field.resolve;
-      if (resolve !== undefined && !(WRAPPED in resolve)) field.resolve = underDeadline(resolve, limits);
-      else if (resolve === undefined && hasLimits(limits)) field.resolve = underDeadline(defaultFieldResolver, limits);
+      if (resolve !== undefined && !(WRAPPED in resolve)) field.resolve = underDeadline(resolve, limits, coordinate);
+      else if (resolve === undefined && hasLimits(limits))
+        field.resolve = underDeadline(defaultFieldResolver, limits, coordinate);
       const subscribe = field.subscribe;
       if (subscribe !== undefined && !(WRAPPED in subscribe)) field.subscribe = subscribeUnderDeadline(subscribe);
     }

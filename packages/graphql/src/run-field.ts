@@ -15,6 +15,7 @@ import {
   type OwnedContext,
   type StopReason,
 } from '@deadline/core';
+import { AdmissionRoute, monotonicNow } from '@deadline/core/internal';
 import { requestStateOf } from '@deadline/server/internal';
 import type { GraphQLFieldResolver, GraphQLResolveInfo } from 'graphql';
 import { type FieldStop, fieldError } from './field-error.js';
@@ -31,7 +32,11 @@ export const WRAPPED = Symbol.for('deadline.graphql.wrapped');
 export function underDeadline(
   resolve: GraphQLFieldResolver<unknown, unknown>,
   limits: ResolvedFieldLimits,
+  coordinate: string,
 ): GraphQLFieldResolver<unknown, unknown> {
+  // The field's typical time, learned from its resolver's asynchronous runs (a synchronous one takes no time worth
+  // judging), made on the first: most fields never need it.
+  let typical: AdmissionRoute | undefined;
   const wrapped = function resolveUnderDeadline(
     this: unknown,
     source: unknown,
@@ -49,14 +54,17 @@ export function underDeadline(
     }
     const stopped = context.stopReason;
     if (stopped !== undefined) throw stopError(context, info, stopped);
+    let probe = false;
     if (limits.minMs > 0) {
       const leftMs = context.remainingMs();
-      if (leftMs < limits.minMs) {
-        const hop = context.hop ?? 'service';
-        noteDeadline(context, hop);
-        throw fieldError(info, { kind: 'not-started', exceededBy: hop, leftMs, needsMs: limits.minMs });
-      }
+      if (leftMs < limits.minMs) throw notStarted(context, info, leftMs, limits.minMs);
+    } else if (typical !== undefined) {
+      const leftMs = context.remainingMs();
+      const verdict = typical.judgeFloor(leftMs, 0);
+      if (verdict?.admitted === false) throw notStarted(context, info, leftMs, Math.ceil(verdict.neededMs));
+      probe = verdict !== undefined;
     }
+    const startedAt = monotonicNow();
     const own = Number.isFinite(limits.maxMs)
       ? runIn(context, outside, createContext, { deadline: limits.maxMs })
       : undefined;
@@ -75,10 +83,37 @@ export function underDeadline(
       own?.end();
       return result;
     }
+    typical ??= new AdmissionRoute(coordinate, TYPICAL_QUANTILE);
+    learn(typical, result, startedAt, probe);
     return raced(result, runsIn, info, own);
   };
   Object.defineProperty(wrapped, WRAPPED, { value: resolve });
   return wrapped;
+}
+
+/** The percentile of a field's time its estimate follows (its fastest typical time is the 10th, core's admission). */
+const TYPICAL_QUANTILE = 0.9;
+
+/**
+ * A field not started: less is left than it needs (its `minMs`, or its fastest typical time). Reported as cut, and
+ * its request logged as a deadline's.
+ */
+function notStarted(context: DeadlineContext, info: GraphQLResolveInfo, leftMs: number, needsMs: number) {
+  const hop = context.hop ?? 'service';
+  noteDeadline(context, hop);
+  return fieldError(info, { kind: 'not-started', exceededBy: hop, leftMs, needsMs });
+}
+
+/**
+ * Teaches the field its time from `result`, the resolver's own promise: what it took to resolve, or to end cut or
+ * cancelled (it took at least that). Other errors say nothing of its time (core's admission.ts).
+ */
+function learn(typical: AdmissionRoute, result: PromiseLike<unknown>, startedAt: number, probe: boolean): void {
+  typical.enter();
+  result.then(
+    () => typical.leave(monotonicNow() - startedAt, true, probe),
+    (error: unknown) => typical.leave(monotonicNow() - startedAt, findDeadlineError(error) !== undefined, probe),
+  );
 }
 
 /**

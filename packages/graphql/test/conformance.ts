@@ -19,6 +19,8 @@ import type { LogLine } from '../../server/test/harness.ts';
 import { DEADLINE_EXCEEDED, deadlineDirectiveTypeDefs } from '../src/index.ts';
 
 export const SERVICE = 'catalog';
+/** How long `typical` takes, every time: the time it learns. */
+const TYPICAL_MS = 30;
 /** The slow fields of `report`: 3 of its 20. */
 const SLOW_FIELDS = ['f5', 'f11', 'f17'];
 const FIELDS = Array.from({ length: 20 }, (_, i) => `f${i + 1}`);
@@ -33,6 +35,7 @@ const typeDefs = `
     refused: String
     capped(marker: String!): String @deadline(maxMs: 200)
     needy: String @deadline(minMs: 60000)
+    typical: String
     items(marker: String!, ids: [Int!]!): [Item]
   }
   type Mutation { place(marker: String!): String }
@@ -122,6 +125,7 @@ export function graphqlConformance(harness: GraphQLHarness): void {
     const table = `deadline_graphql_${process.pid}_${harness.name.replace(/\W+/g, '_')}`;
     const published = requestLines();
     let failContext = false;
+    let typicalRuns = 0;
     /** The line of the request whose answer came last, by the answer's status (written when it closes). */
     const lineFor = async (from: number) => {
       await expect.poll(() => published.lines.length, { timeout: 10_000 }).toBeGreaterThan(from);
@@ -165,6 +169,11 @@ export function graphqlConformance(harness: GraphQLHarness): void {
             refused: async () => (await refusing.query('SELECT 1')).rows.length.toString(),
             capped: (_: unknown, { marker: m }: { marker: string }) => sleep(m),
             needy: () => 'ran',
+            typical: async () => {
+              typicalRuns++;
+              await new Promise((resolve) => setTimeout(resolve, TYPICAL_MS));
+              return 'done';
+            },
             items: (_: unknown, { marker: m, ids }: { marker: string; ids: number[] }) =>
               ids.map((id) => ({ id, marker: m })),
           },
@@ -351,6 +360,29 @@ export function graphqlConformance(harness: GraphQLHarness): void {
       expect(answer.body.errors[0]).toMatchObject({ path: ['capped'], extensions: { code: DEADLINE_EXCEEDED } });
       await activity.goneAt(m);
       expect(await lineFor(from)).toMatchObject({ outcome: 'deadline_exceeded', statusCode: 200 });
+    });
+
+    it('a field that no longer fits its typical time is not started, unless none of it runs (a probe)', async () => {
+      // 20 runs teach the field its time (30 ms, every time).
+      for (let i = 0; i < 20; i++)
+        expect((await post(server.url, { query: '{ typical }' })).body.data.typical).toBe('done');
+      const before = typicalRuns;
+      // Two of it with 20 ms left: the first runs, as none of the field is running (a probe), and is cut at the
+      // deadline; the second has another running and is not started.
+      const answer = await post(server.url, { query: '{ a: typical b: typical }' }, { 'x-request-deadline': '20' });
+      expect(answer.body.data).toEqual({ a: null, b: null });
+      expect(typicalRuns - before).toBe(1);
+      const [a, b] = ['a', 'b'].map((alias) => answer.body.errors.find((e: { path: string[] }) => e.path[0] === alias));
+      expect(a).toMatchObject({ extensions: { code: DEADLINE_EXCEEDED, exceededBy: SERVICE } });
+      expect(a.message).not.toMatch(/^Not started/);
+      expect(b).toMatchObject({ extensions: { code: DEADLINE_EXCEEDED, exceededBy: SERVICE } });
+      const [, left, needs] = /^Not started: (\d+) ms left, Query\.typical needs (\d+) ms$/.exec(b.message) ?? [];
+      expect(Number(left)).toBeLessThan(20);
+      // Its fastest typical time (the 10th percentile), to the estimate's 10 % buckets.
+      expect(Number(needs)).toBeGreaterThanOrEqual(27);
+      expect(Number(needs)).toBeLessThan(40);
+      // With time enough it runs again.
+      expect((await post(server.url, { query: '{ typical }' })).body.data.typical).toBe('done');
     });
 
     it('a field that needs more time than is left (@deadline(minMs)) is not started', async () => {
