@@ -179,15 +179,10 @@ export class Admission {
   /**
    * The verdict on a request of `route` with `remainingMs` left as it arrives. `urgency` is the trusted caller's
    * RFC 9218 urgency (0 most urgent … 7; 3 when unset): above 3 it is shed first under load, below 3 it is not
-   * refused for the load (only when it could not finish at all). `queueMs`: the process's queue it is judged by, the
-   * event loop's delay now unless the caller read it earlier.
+   * refused for the load (only when it could not finish at all).
    */
-  check(
-    route: AdmissionRoute,
-    remainingMs: number,
-    urgency: number | undefined,
-    queueMs = loopDelayMs(),
-  ): AdmissionVerdict {
+  check(route: AdmissionRoute, remainingMs: number, urgency: number | undefined): AdmissionVerdict {
+    const queueMs = loopDelayMs();
     const floored = route.judgeFloor(remainingMs, queueMs);
     if (floored !== undefined) return floored;
     if (queueMs < LOADED_MS || (urgency !== undefined && urgency < 3)) return PASS;

@@ -125,11 +125,7 @@ export function deadline(options?: ExpressDeadlineOptions) {
     if (!state.admit(resolved.limits.minMs)) return;
     if (admission !== undefined) {
       const route = routes.of(req.method ?? 'GET', (req as { originalUrl?: string }).originalUrl ?? req.url, res, req);
-      const admitted = admitRequest(admission, state, req, headers, route.key, logger, route.longLived);
-      if (admitted !== true) {
-        if (admitted !== false) void admitted.then((go) => go && state.context.run(next));
-        return;
-      }
+      if (!admitRequest(admission, state, req, headers, route.key, logger, route.longLived)) return;
     }
     state.context.run(next);
   };

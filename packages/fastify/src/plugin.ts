@@ -131,23 +131,9 @@ const plugin: FastifyPluginCallback<FastifyDeadlineOptions> = (fastify, options,
     request.deadline = state;
     // Refused (the budget is below the route's minimum): the 504 is on its way; the chain must not run.
     if (state.outcome !== undefined) return;
-    if (admission !== undefined) {
-      const admitted = admitRequest(admission, state, request, headers, routeKey(request), request.log);
-      if (admitted !== true) {
-        if (admitted !== false) void admitted.then((go) => go && startChain(request, state, plan, next));
-        return;
-      }
+    if (admission !== undefined && !admitRequest(admission, state, request, headers, routeKey(request), request.log)) {
+      return;
     }
-    startChain(request, state, plan, next);
-  };
-
-  /** The rest of fastify's chain, inside the request's context. */
-  const startChain = (
-    request: FastifyRequest,
-    state: RequestState,
-    plan: { handlerTimeoutMs: number },
-    next: () => void,
-  ): void => {
     if (plan.handlerTimeoutMs > 0 && !state.longLived) signals.followHandlerTimeout(request, state);
     const outer = chainInContext;
     chainInContext = state;

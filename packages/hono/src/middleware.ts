@@ -124,14 +124,7 @@ export function deadline(options?: HonoDeadlineOptions): MiddlewareHandler<Deadl
     if (state.outcome !== undefined) return ALREADY_SENT;
     if (admission !== undefined) {
       const route = routeOf(c);
-      const admitted = admitRequest(admission, state, incoming, headers, route.key, logger, route.longLived);
-      if (admitted !== true) {
-        if (admitted === false) return ALREADY_SENT;
-        return admitted.then(
-          (go): ReturnType<MiddlewareHandler<DeadlineEnv>> =>
-            go ? state.context.run(runRest, c as Context<DeadlineEnv>, next, state) : ALREADY_SENT,
-        );
-      }
+      if (!admitRequest(admission, state, incoming, headers, route.key, logger, route.longLived)) return ALREADY_SENT;
     }
     return state.context.run(runRest, c as Context<DeadlineEnv>, next, state);
   };

@@ -101,16 +101,7 @@ export function deadline(options?: KoaDeadlineOptions): Middleware {
     if (state.outcome !== undefined) return undefined;
     if (admission !== undefined) {
       const route = routes.of(req.method ?? 'GET', ctx.originalUrl, ctx.res, ctx);
-      const admitted = admitRequest(admission, state, req, headers, route.key, logger, route.longLived);
-      if (admitted !== true) {
-        if (admitted === false) return undefined;
-        return admitted.then((go) => {
-          if (go) return state.context.run(runRest, ctx, next, state);
-          // Refused, or its client gone: nothing more for Koa to write (its default 404 included).
-          ctx.respond = false;
-          return undefined;
-        });
-      }
+      if (!admitRequest(admission, state, req, headers, route.key, logger, route.longLived)) return undefined;
     }
     return state.context.run(runRest, ctx, next, state);
   };

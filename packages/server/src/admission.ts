@@ -9,8 +9,6 @@ import type { IncomingHttpHeaders } from 'node:http';
 import {
   type AdmissionRoute,
   isExempt,
-  LOADED_MS,
-  loopDelayMs,
   monotonicNow,
   publishAdmissionRefused,
   type ResolvedAdmission,
@@ -20,18 +18,9 @@ import type { LineLogger } from './options.js';
 import { type RequestState, reportHookError } from './request-deadline.js';
 
 /**
- * The verdict on `state`'s request, of route `routeKey`, as it arrives: `true` when it may run now, `false` when it
- * was answered instead, or — on a loaded server — a promise of the same, settled two turns of the event loop later.
- * `longLived`: the adapter knows the route to be long-lived (its requests were before). A refused request is answered
- * now (its line is logged when its response is over); an admitted one tells its route how long it took, once its
- * response is over.
- *
- * Why wait on a loaded server: there a request is read late, after the loop's busy stretch, and by then its caller
- * may long have given up — the caller's connection closed, its end still unread behind the request's bytes in the
- * same socket. Node reads that end on its next pass over the sockets, so after it such a request is known to be gone
- * and is not started: no hook, no handler, no work for nobody (it ends as its client leaving, 499). On the CPU-bound
- * chain at 3× its capacity, nearly all the handler time spent on requests that missed went to these
- * (docs/benchmarks.md). On an idle loop nothing waits.
+ * The verdict on `state`'s request, of route `routeKey`, as it arrives: returns whether it may run. `longLived`: the
+ * adapter knows the route to be long-lived (its requests were before). A refused request is answered now (its line
+ * is logged when its response is over); an admitted one tells its route how long it took, once its response is over.
  * @internal
  */
 export function admitRequest<Req>(
@@ -42,55 +31,15 @@ export function admitRequest<Req>(
   routeKey: string,
   logger: LineLogger | undefined,
   longLived = false,
-): boolean | Promise<boolean> {
+): boolean {
   const onError = (error: unknown) => reportHookError(logger, 'admission.exempt', error, state.options.hop);
   if (longLived || state.longLived || isExempt(admission, req, onError)) return true;
   const route = admission.engine.route(routeKey);
   if (route.longLived) return true;
-  const queueMs = loopDelayMs();
-  if (queueMs < LOADED_MS) return judge(admission, state, route, routeKey, headers, queueMs);
-  return new Promise((resolve) => {
-    afterNextRead(() => {
-      // The queue it arrived behind, or a longer one since: a tick of the loop's clock in between may read short.
-      const queueNowMs = Math.max(queueMs, loopDelayMs());
-      resolve(!clientGone(state) && judge(admission, state, route, routeKey, headers, queueNowMs));
-    });
-  });
-}
-
-/**
- * Calls `then` once the loop has read its sockets again. A read that came up short — the request's bytes, with the
- * connection's end behind them — waits for the loop's next pass over the sockets, so the end is known only after it:
- * two turns from now, not one.
- */
-function afterNextRead(then: () => void): void {
-  setImmediate(() => setImmediate(then));
-}
-
-/**
- * Whether the request's client closed its connection (or the request was answered) while it waited to be judged. A
- * connection whose client ended it can carry no answer either: Node ends its side too.
- */
-function clientGone(state: RequestState): boolean {
-  const req = state.req;
-  if (state.outcome !== undefined || req === undefined || req.destroyed) return true;
-  const socket = req.socket as { destroyed?: boolean; readableEnded?: boolean } | null;
-  return socket !== null && (socket.destroyed === true || socket.readableEnded === true);
-}
-
-/** The verdict proper: admitted (and followed), or refused and answered. */
-function judge<Req>(
-  admission: ResolvedAdmission<Req>,
-  state: RequestState,
-  route: AdmissionRoute,
-  routeKey: string,
-  headers: IncomingHttpHeaders,
-  queueMs: number,
-): boolean {
   // RFC 9218's urgency, from callers trusted to lengthen their budget: anyone else could buy a place ahead.
   const urgency = state.budget.trusted ? parseUrgency(headers.priority) : undefined;
   const remainingMs = state.remainingMs();
-  const verdict = admission.engine.check(route, remainingMs, urgency, queueMs);
+  const verdict = admission.engine.check(route, remainingMs, urgency);
   if (verdict.admitted) {
     follow(route, state, verdict.probe);
     return true;

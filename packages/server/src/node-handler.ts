@@ -70,26 +70,11 @@ export function deadlineHandler(
     (req as DeadlineRequest).deadline = state;
     if (state.outcome !== undefined) return;
     // Without a router, a route is a method: the handler's requests told apart as far as can be known here.
-    if (admission !== undefined) {
-      const admitted = admitRequest(admission, state, req, headers, req.method ?? 'GET', logger);
-      if (admitted !== true) {
-        if (admitted !== false) void admitted.then((go) => go && start(handler, req, res, state));
-        return;
-      }
-    }
-    start(handler, req, res, state);
+    if (admission !== undefined && !admitRequest(admission, state, req, headers, req.method ?? 'GET', logger)) return;
+    emitInContext(req, state, needsRequestContext);
+    emitInContext(res, state, needsResponseContext);
+    state.context.run(invoke, handler, req as DeadlineRequest, res, state);
   };
-}
-
-function start(
-  handler: (req: DeadlineRequest, res: ServerResponse) => unknown,
-  req: IncomingMessage,
-  res: ServerResponse,
-  state: RequestState,
-): void {
-  emitInContext(req, state, needsRequestContext);
-  emitInContext(res, state, needsResponseContext);
-  state.context.run(invoke, handler, req as DeadlineRequest, res, state);
 }
 
 function invoke(
