@@ -367,6 +367,7 @@ export function graphqlConformance(harness: GraphQLHarness): void {
       for (let i = 0; i < 20; i++)
         expect((await post(server.url, { query: '{ typical }' })).body.data.typical).toBe('done');
       const before = typicalRuns;
+      const from = published.lines.length;
       // Two of it with 40 ms left: the first runs, as none of the field is running (a probe), and is cut at the
       // deadline; the second has another running and is not started.
       const answer = await post(server.url, { query: '{ a: typical b: typical }' }, { 'x-request-deadline': '40' });
@@ -378,9 +379,14 @@ export function graphqlConformance(harness: GraphQLHarness): void {
       expect(b).toMatchObject({ extensions: { code: DEADLINE_EXCEEDED, exceededBy: SERVICE } });
       const [, left, needs] = /^Not started: (\d+) ms left, Query\.typical needs (\d+) ms$/.exec(b.message) ?? [];
       expect(Number(left)).toBeLessThan(40);
-      // Its fastest typical time (the 10th percentile), to the estimate's 10 % buckets.
+      // Its fastest typical time (the 10th percentile), to the estimate's 10 % buckets; a loaded machine's timers
+      // fire late, never early.
       expect(Number(needs)).toBeGreaterThanOrEqual(54);
-      expect(Number(needs)).toBeLessThan(80);
+      expect(Number(needs)).toBeLessThan(120);
+      // The request is the hop's deadline, logged once as such, with no stack and nothing at error level.
+      expect(answer.headers['x-deadline-exceeded-by']).toBe(SERVICE);
+      expect(await lineFor(from)).toMatchObject({ outcome: 'deadline_exceeded', statusCode: 200 });
+      expectQuietLogs();
       // With time enough it runs again.
       expect((await post(server.url, { query: '{ typical }' })).body.data.typical).toBe('done');
     });
